@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs what `make test`, `make demo` and `make bench` need on a fresh Debian machine:
+# Debian packages (fuse3, fio, awscli deps, samtools, …) and the test servers (MinIO,
+# fake-gcs-server, Azurite, toxiproxy) into the project-local tools dir ($TOOLS, default .tools).
+# Idempotent: what is already installed is skipped. Versions are pinned.
+# usage: scripts/setup.sh [apt] [minio] [fakegcs] [azurite] [toxiproxy]   (no args = all)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TOOLS=${TOOLS:-$ROOT/.tools}
+BIN=$TOOLS/bin
+mkdir -p "$BIN"
+
+MINIO_VER=${MINIO_VER:-v0.0.0-20260212201848-7aac2a2c5b7c}
+FAKEGCS_VER=${FAKEGCS_VER:-v1.56.1}
+TOXIPROXY_VER=${TOXIPROXY_VER:-v2.12.0}
+AZURITE_VER=${AZURITE_VER:-3.35.0}
+
+items=("$@")
+[ ${#items[@]} -eq 0 ] && items=(apt minio fakegcs azurite toxiproxy)
+
+goinst() { GOBIN="$BIN" GOFLAGS=-buildvcs=false go install "$@"; }
+have() { [ -x "$BIN/$1" ]; }
+
+for it in "${items[@]}"; do
+  t0=$SECONDS
+  case $it in
+    apt)
+      need=()
+      for p in fuse3 fio samtools curl python3 bubblewrap; do
+        dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+      done
+      command -v aws >/dev/null 2>&1 || need+=(awscli)
+      if [ ${#need[@]} -gt 0 ]; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q >/dev/null
+        apt-get install -y -q -o=Dpkg::Use-Pty=0 "${need[@]}" >/dev/null
+      fi
+      [ -e /usr/bin/fusermount ] || ln -s fusermount3 /usr/bin/fusermount 2>/dev/null || true
+      ;;
+    minio)     have minio || goinst "github.com/minio/minio@$MINIO_VER" ;;
+    fakegcs)   have fake-gcs-server || goinst "github.com/fsouza/fake-gcs-server@$FAKEGCS_VER" ;;
+    toxiproxy)
+      if ! have toxiproxy-server; then
+        tmp=$(mktemp -d)
+        GOBIN="$tmp" GOFLAGS=-buildvcs=false go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VER"
+        mv "$tmp/server" "$BIN/toxiproxy-server"; rmdir "$tmp"
+      fi ;;
+    azurite)
+      if ! have azurite-blob; then
+        mkdir -p "$TOOLS/azurite"
+        [ -f "$TOOLS/azurite/package.json" ] || echo '{"private":true}' >"$TOOLS/azurite/package.json"
+        npm install --prefix "$TOOLS/azurite" --no-audit --no-fund --silent "azurite@$AZURITE_VER"
+        ln -sf "$TOOLS/azurite/node_modules/.bin/azurite-blob" "$BIN/azurite-blob"
+      fi ;;
+    *) echo "setup: unknown item $it" >&2; exit 2 ;;
+  esac
+  echo "setup: $it ok ($((SECONDS - t0)) s)"
+done

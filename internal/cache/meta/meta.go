@@ -1,0 +1,206 @@
+package meta
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Kind is what a name is.
+type Kind uint8
+
+// Kinds of entries.
+const (
+	KindNone Kind = iota // negative entry: nothing by that name
+	KindFile
+	KindDir
+	KindSymlink
+)
+
+// Entry is a cached stat result.
+type Entry struct {
+	Kind    Kind
+	Info    objstore.ObjectInfo // for files and symlinks
+	Expires time.Time
+}
+
+// DirEntry is one name in a listing.
+type DirEntry struct {
+	Name string
+	Kind Kind
+	// Info is the object's metadata as listed (files); it lacks user
+	// metadata, so a zero-size object may still be a symlink.
+	Info objstore.ObjectInfo
+}
+
+// Listing is a cached directory listing. Its methods are safe for
+// concurrent use, so the vfs can patch a cached listing in place when it
+// creates or removes a name.
+type Listing struct {
+	Expires time.Time
+
+	mu      sync.Mutex          // guards entries
+	entries map[string]DirEntry // guarded by mu
+}
+
+// NewListing returns a listing of entries that expires at exp.
+func NewListing(entries []DirEntry, exp time.Time) *Listing {
+	l := &Listing{Expires: exp, entries: make(map[string]DirEntry, len(entries))}
+	for _, e := range entries {
+		if old, ok := l.entries[e.Name]; ok && old.Kind == KindDir {
+			continue // a directory shadows a file of the same name
+		}
+		l.entries[e.Name] = e
+	}
+	return l
+}
+
+// Entries returns the entries sorted by name.
+func (l *Listing) Entries() []DirEntry {
+	l.mu.Lock()
+	out := make([]DirEntry, 0, len(l.entries))
+	for _, e := range l.entries {
+		out = append(out, e)
+	}
+	l.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Add inserts or replaces a name (a directory is never replaced by a file).
+func (l *Listing) Add(e DirEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.entries[e.Name]; ok && old.Kind == KindDir && e.Kind != KindDir {
+		return
+	}
+	l.entries[e.Name] = e
+}
+
+// Remove deletes a name.
+func (l *Listing) Remove(name string) {
+	l.mu.Lock()
+	delete(l.entries, name)
+	l.mu.Unlock()
+}
+
+// Has reports whether name is listed, and its kind.
+func (l *Listing) Has(name string) (DirEntry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[name]
+	return e, ok
+}
+
+// Len returns the number of entries.
+func (l *Listing) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.entries)
+}
+
+// Config sets the TTLs and the size bound.
+type Config struct {
+	StatTTL     time.Duration
+	ListTTL     time.Duration
+	NegativeTTL time.Duration
+	MaxEntries  int64 // default 1,000,000
+	Now         func() time.Time
+}
+
+// Cache is the stat and listing cache. Safe for concurrent use.
+type Cache struct {
+	cfg   Config
+	stats *ristretto.Cache[string, *Entry]
+	lists *ristretto.Cache[string, *Listing]
+}
+
+// New builds a cache.
+func New(cfg Config) (*Cache, error) {
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 1_000_000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	st, err := ristretto.NewCache(&ristretto.Config[string, *Entry]{
+		NumCounters: cfg.MaxEntries * 10, MaxCost: cfg.MaxEntries, BufferItems: 64,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ls, err := ristretto.NewCache(&ristretto.Config[string, *Listing]{
+		NumCounters: 100_000, MaxCost: cfg.MaxEntries, BufferItems: 64,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Cache{cfg: cfg, stats: st, lists: ls}, nil
+}
+
+// Stat returns a fresh cached entry for key.
+func (c *Cache) Stat(key string) (*Entry, bool) {
+	e, ok := c.stats.Get(key)
+	if !ok || e == nil || c.cfg.Now().After(e.Expires) {
+		return nil, false
+	}
+	return e, true
+}
+
+// PutStat caches a positive entry.
+func (c *Cache) PutStat(key string, kind Kind, info objstore.ObjectInfo) {
+	if c.cfg.StatTTL <= 0 {
+		return
+	}
+	c.stats.SetWithTTL(key, &Entry{Kind: kind, Info: info, Expires: c.cfg.Now().Add(c.cfg.StatTTL)}, 1, c.cfg.StatTTL)
+}
+
+// PutNegative caches "no such name".
+func (c *Cache) PutNegative(key string) {
+	if c.cfg.NegativeTTL <= 0 {
+		return
+	}
+	c.stats.SetWithTTL(key, &Entry{Kind: KindNone, Expires: c.cfg.Now().Add(c.cfg.NegativeTTL)}, 1, c.cfg.NegativeTTL)
+}
+
+// Forget drops the stat entry of key.
+func (c *Cache) Forget(key string) { c.stats.Del(key) }
+
+// List returns a fresh cached listing of dir.
+func (c *Cache) List(dir string) (*Listing, bool) {
+	l, ok := c.lists.Get(dir)
+	if !ok || l == nil || c.cfg.Now().After(l.Expires) {
+		return nil, false
+	}
+	return l, true
+}
+
+// PutList caches a listing of dir built from entries and returns it.
+func (c *Cache) PutList(dir string, entries []DirEntry) *Listing {
+	l := NewListing(entries, c.cfg.Now().Add(c.cfg.ListTTL))
+	if c.cfg.ListTTL > 0 {
+		c.lists.SetWithTTL(dir, l, int64(len(entries)+1), c.cfg.ListTTL)
+		c.lists.Wait() // lookups that follow a readdir must see it
+	}
+	return l
+}
+
+// ForgetList drops the listing of dir.
+func (c *Cache) ForgetList(dir string) { c.lists.Del(dir) }
+
+// Clear drops everything.
+func (c *Cache) Clear() {
+	c.stats.Clear()
+	c.lists.Clear()
+}
+
+// Close releases the cache.
+func (c *Cache) Close() {
+	c.stats.Close()
+	c.lists.Close()
+}

@@ -1,0 +1,60 @@
+package meta
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+func TestStatTTLAndNegative(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c, err := New(Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: 5 * time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.PutStat("s3/b/k", KindFile, objstore.ObjectInfo{Key: "k", Size: 3})
+	c.PutNegative("s3/b/missing")
+	c.stats.Wait()
+	tests := []struct {
+		key     string
+		advance time.Duration
+		found   bool
+		kind    Kind
+	}{
+		{key: "s3/b/k", found: true, kind: KindFile},
+		{key: "s3/b/missing", found: true, kind: KindNone},
+		{key: "s3/b/other"},
+		{key: "s3/b/missing", advance: 6 * time.Second},
+		{key: "s3/b/k", found: true, kind: KindFile},
+		{key: "s3/b/k", advance: time.Minute},
+	}
+	for i, tt := range tests {
+		now = now.Add(tt.advance)
+		e, ok := c.Stat(tt.key)
+		if ok != tt.found || (ok && e.Kind != tt.kind) {
+			t.Errorf("%d: Stat(%q) = %v, %v; want found=%v kind=%v", i, tt.key, e, ok, tt.found, tt.kind)
+		}
+	}
+}
+
+func TestListingPatch(t *testing.T) {
+	l := NewListing([]DirEntry{{Name: "a", Kind: KindFile}, {Name: "a", Kind: KindDir}, {Name: "b", Kind: KindFile}}, time.Now().Add(time.Hour))
+	if e, _ := l.Has("a"); e.Kind != KindDir {
+		t.Fatalf("dir must shadow file, got %v", e)
+	}
+	l.Add(DirEntry{Name: "a", Kind: KindFile})
+	l.Add(DirEntry{Name: "c", Kind: KindSymlink})
+	l.Remove("b")
+	got := l.Entries()
+	want := []DirEntry{{Name: "a", Kind: KindDir}, {Name: "c", Kind: KindSymlink}}
+	if len(got) != len(want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Kind != want[i].Kind {
+			t.Fatalf("entries %v, want %v", got, want)
+		}
+	}
+}

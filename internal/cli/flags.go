@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ferry-fs/ferry/internal/config"
+)
+
+// flagDef binds one flag to a Config field, with its environment
+// fallbacks (first set wins; the flag beats them all).
+type flagDef struct {
+	name  string
+	env   []string
+	usage string
+	bind  func(fs *pflag.FlagSet, c *config.Config, name, usage string)
+	// fromEnv applies an environment value; it returns an error for a bad one.
+	fromEnv func(c *config.Config, v string) error
+	secret  bool
+}
+
+func strFlag(get func(*config.Config) *string) (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+	return func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+			p := get(c)
+			fs.StringVar(p, name, *p, usage)
+		}, func(c *config.Config, v string) error {
+			*get(c) = v
+			return nil
+		}
+}
+
+func durFlag(get func(*config.Config) *time.Duration) (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+	return func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+			p := get(c)
+			fs.DurationVar(p, name, *p, usage)
+		}, func(c *config.Config, v string) error {
+			d, err := parseDuration(v)
+			if err != nil {
+				return err
+			}
+			*get(c) = d
+			return nil
+		}
+}
+
+// parseDuration accepts Go durations and plain seconds ("30" = 30s).
+func parseDuration(v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+func intFlag(get func(*config.Config) *int) (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+	return func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+			p := get(c)
+			fs.IntVar(p, name, *p, usage)
+		}, func(c *config.Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return err
+			}
+			*get(c) = n
+			return nil
+		}
+}
+
+func sizeFlag(get func(*config.Config) *int64) (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+	return func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+			fs.Var(&sizeValue{p: get(c)}, name, usage)
+		}, func(c *config.Config, v string) error {
+			n, err := config.ParseSize(v)
+			if err != nil {
+				return err
+			}
+			*get(c) = n
+			return nil
+		}
+}
+
+type sizeValue struct{ p *int64 }
+
+func (s *sizeValue) String() string {
+	if s.p == nil || *s.p == 0 {
+		return "auto"
+	}
+	return fmt.Sprintf("%dMiB", *s.p>>20)
+}
+func (s *sizeValue) Set(v string) error {
+	n, err := config.ParseSize(v)
+	if err != nil {
+		return err
+	}
+	*s.p = n
+	return nil
+}
+func (s *sizeValue) Type() string { return "size" }
+
+func def(name, usage string, env []string, pair func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error)) flagDef {
+	b, e := pair()
+	return flagDef{name: name, env: env, usage: usage, bind: b, fromEnv: e}
+}
+
+// flagDefs is the single list of configuration flags.
+var flagDefs = []flagDef{
+	def("mount-point", "where the buckets are mounted", []string{"FERRY_MOUNT_POINT"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.MountPoint })
+		}),
+	def("cache-dir", "staging and cache directory (local disk)", []string{"FERRY_CACHE_DIR", "FUSION_CACHE_LOCATION"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.CacheDir })
+		}),
+	def("cache-size", "byte limit of the read cache, e.g. 100G; FUSION_CACHE_SIZE uses Nextflow's <MB>M form (auto = a share of free space)", []string{"FERRY_CACHE_SIZE", "FUSION_CACHE_SIZE"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return sizeFlag(func(c *config.Config) *int64 { return &c.CacheSize })
+		}),
+	def("stat-ttl", "how long a file's metadata is trusted before open revalidates it", []string{"FERRY_STAT_TTL"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return durFlag(func(c *config.Config) *time.Duration { return &c.StatTTL })
+		}),
+	def("list-ttl", "how long a directory listing is trusted", []string{"FERRY_LIST_TTL"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return durFlag(func(c *config.Config) *time.Duration { return &c.ListTTL })
+		}),
+	def("negative-ttl", "how long a missing name is trusted", []string{"FERRY_NEGATIVE_TTL"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return durFlag(func(c *config.Config) *time.Duration { return &c.NegativeTTL })
+		}),
+	def("request-timeout", "timeout of one backend request attempt", []string{"FERRY_REQUEST_TIMEOUT"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return durFlag(func(c *config.Config) *time.Duration { return &c.RequestTimeout })
+		}),
+	def("max-retries", "attempts per backend request", []string{"FERRY_MAX_RETRIES"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return intFlag(func(c *config.Config) *int { return &c.MaxRetries })
+		}),
+	def("drain-timeout", "deadline for making every write durable at exit (then exit 174)", []string{"FERRY_DRAIN_TIMEOUT", "FUSION_STOP_SHUTDOWN_TIMEOUT"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return durFlag(func(c *config.Config) *time.Duration { return &c.DrainTimeout })
+		}),
+	def("uploads", "parallel upload requests", []string{"FERRY_UPLOADS"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return intFlag(func(c *config.Config) *int { return &c.Uploads })
+		}),
+	def("downloads", "parallel ranged GETs", []string{"FERRY_DOWNLOADS"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return intFlag(func(c *config.Config) *int { return &c.Downloads })
+		}),
+	def("part-size", "base multipart part size (grows with the file)", []string{"FERRY_PART_SIZE"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return sizeFlag(func(c *config.Config) *int64 { return &c.PartSize })
+		}),
+	def("log-level", "debug, info, warn or error", []string{"FERRY_LOG_LEVEL", "FUSION_LOG_LEVEL"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.LogLevel })
+		}),
+	def("log-file", "also write a JSON log to this file", []string{"FERRY_LOG_FILE"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.LogFile })
+		}),
+	def("metrics-addr", "serve Prometheus /metrics on host:port (off when empty)", []string{"FERRY_METRICS_ADDR"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.MetricsAddr })
+		}),
+	def("max-mount-retries", "Nextflow: attempts to see .command.sh before exiting 127", []string{"FERRY_MAX_MOUNT_RETRIES", "FUSION_MAX_MOUNT_RETRIES"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return intFlag(func(c *config.Config) *int { return &c.MaxMountRetries })
+		}),
+}
+
+// bindFlags registers every flag on fs, bound to c, with the environment
+// variables named in the usage text.
+func bindFlags(fs *pflag.FlagSet, c *config.Config) {
+	for _, d := range flagDefs {
+		usage := d.usage
+		if len(d.env) > 0 {
+			usage += " (env " + strings.Join(d.env, ", ") + ")"
+		}
+		d.bind(fs, c, d.name, usage)
+	}
+}
+
+// applyEnv fills c from the environment for every flag not set on the
+// command line. A bad value is an error naming the variable.
+func applyEnv(fs *pflag.FlagSet, c *config.Config, getenv func(string) string) error {
+	for _, d := range flagDefs {
+		if f := fs.Lookup(d.name); f != nil && f.Changed {
+			continue
+		}
+		for _, e := range d.env {
+			v := getenv(e)
+			if v == "" {
+				continue
+			}
+			if err := d.fromEnv(c, v); err != nil {
+				return fmt.Errorf("environment variable %s=%q: %v", e, v, err)
+			}
+			break
+		}
+	}
+	return nil
+}

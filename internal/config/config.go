@@ -1,0 +1,119 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is the effective configuration of one ferry process.
+type Config struct {
+	MountPoint string // where /fusion is mounted
+	CacheDir   string // staging (writeback) and block cache root
+	CacheSize  int64  // byte limit of the block cache; 0 = automatic
+
+	StatTTL     time.Duration // how long a stat result is trusted
+	ListTTL     time.Duration // how long a directory listing is trusted
+	NegativeTTL time.Duration // how long "no such key" is trusted
+
+	RequestTimeout time.Duration // per backend request attempt
+	MaxRetries     int           // attempts per backend request
+	DrainTimeout   time.Duration // deadline for making every write durable at exit
+	Uploads        int           // parallel upload requests
+	Downloads      int           // parallel ranged GETs
+	PartSize       int64         // base multipart part size
+
+	LogLevel    string // debug, info, warn, error
+	LogFile     string // JSON log file ("" = none)
+	MetricsAddr string // host:port of the /metrics listener ("" = off)
+	Debug       bool   // extra invariant checks
+
+	MaxMountRetries int // Nextflow: attempts to see .command.sh before exit 127
+}
+
+// Defaults returns the zero-configuration defaults.
+func Defaults() Config {
+	return Config{
+		MountPoint:      "/fusion",
+		CacheDir:        filepath.Join(os.TempDir(), "ferry-cache"),
+		StatTTL:         time.Minute,
+		ListTTL:         30 * time.Second,
+		NegativeTTL:     5 * time.Second,
+		RequestTimeout:  60 * time.Second,
+		MaxRetries:      8,
+		DrainTimeout:    30 * time.Minute,
+		Uploads:         16,
+		Downloads:       32,
+		PartSize:        16 << 20,
+		LogLevel:        "info",
+		MaxMountRetries: 10,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MountPoint == "" || !filepath.IsAbs(c.MountPoint) {
+		errs = append(errs, fmt.Errorf("mount point %q must be an absolute path", c.MountPoint))
+	}
+	if c.CacheDir == "" {
+		errs = append(errs, errors.New("cache dir must be set"))
+	}
+	if c.CacheSize < 0 {
+		errs = append(errs, errors.New("cache size must not be negative"))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("request timeout must be positive"))
+	}
+	if c.DrainTimeout <= 0 {
+		errs = append(errs, errors.New("drain timeout must be positive"))
+	}
+	if c.MaxRetries < 1 {
+		errs = append(errs, errors.New("max retries must be at least 1"))
+	}
+	if c.Uploads < 1 || c.Downloads < 1 {
+		errs = append(errs, errors.New("uploads and downloads must be at least 1"))
+	}
+	if c.PartSize < 5<<20 {
+		errs = append(errs, errors.New("part size must be at least 5MiB"))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "warning", "error", "trace":
+	default:
+		errs = append(errs, fmt.Errorf("log level %q is not one of debug, info, warn, error", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseSize parses sizes such as "100M" (Nextflow's FUSION_CACHE_SIZE form,
+// M = MiB), "20GiB", "1.5G", "4096" (bytes).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	if t == "" {
+		return 0, errors.New("empty size")
+	}
+	mult := int64(1)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"TIB", 1 << 40}, {"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10},
+		{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10},
+		{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1},
+	}
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			mult = u.mult
+			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+			break
+		}
+	}
+	var f float64
+	if _, err := fmt.Sscanf(t, "%g", &f); err != nil || f < 0 {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return int64(f * float64(mult)), nil
+}

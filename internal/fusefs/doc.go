@@ -1,0 +1,14 @@
+// Package fusefs is the only importer of go-fuse: thin nodes that turn
+// kernel requests into calls on package vfs and map errors back to errnos
+// with vfs.Errno. Nodes hold no state but the vfs they serve; a node's
+// path is computed from the go-fuse inode tree at each call, so renames
+// done by go-fuse are reflected at once.
+//
+// Kernel caching: entries and attributes are cached for a short time
+// (EntryTimeout/AttrTimeout); file contents stay in the page cache across
+// opens while the object version is unchanged (FOPEN_KEEP_CACHE).
+//
+// Deadlocks (go-fuse fs/api.go): ferry never does file I/O on its own mount
+// from the serving process, and the task is started by package supervise
+// in a separate process whose binary and cwd lookups are served normally.
+package fusefs

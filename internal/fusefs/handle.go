@@ -1,0 +1,68 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ferry-fs/ferry/internal/metrics"
+	"github.com/ferry-fs/ferry/internal/vfs"
+)
+
+// handle is one open file.
+type handle struct {
+	h *vfs.Handle
+	m *metrics.FUSE
+}
+
+var (
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+)
+
+func (h *handle) obs(op string, start time.Time, errno *syscall.Errno) {
+	if h.m != nil {
+		h.m.Observe(op, time.Since(start), *errno)
+	}
+}
+
+// Read serves a read.
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
+	defer h.obs("read", time.Now(), &errno)
+	n, err := h.h.Read(ctx, dest, off)
+	if err != nil {
+		return nil, vfs.Errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Write stages data on local disk.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
+	defer h.obs("write", time.Now(), &errno)
+	n, err := h.h.Write(data, off)
+	if err != nil {
+		return uint32(n), vfs.Errno(err)
+	}
+	return uint32(n), 0
+}
+
+// Flush is called on every close(2); the data is already staged.
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+// Fsync makes the file durable in the bucket.
+func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	defer h.obs("fsync", time.Now(), &errno)
+	return vfs.Errno(h.h.Fsync(ctx))
+}
+
+// Release closes the handle and queues a written file for upload.
+func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
+	defer h.obs("release", time.Now(), &errno)
+	return vfs.Errno(h.h.Release())
+}

@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// FUSE counts kernel requests by operation and result.
+type FUSE struct {
+	ops     *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// NewFUSE registers the FUSE collectors on reg.
+func NewFUSE(reg prometheus.Registerer) *FUSE {
+	f := &FUSE{
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ferry_fuse_ops_total", Help: "FUSE operations by op and result (ok or errno name).",
+		}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "ferry_fuse_op_duration_seconds", Help: "FUSE operation latency.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+		}, []string{"op"}),
+	}
+	reg.MustRegister(f.ops, f.latency)
+	return f
+}
+
+// Observe records one operation. Safe on a nil receiver.
+func (f *FUSE) Observe(op string, d time.Duration, errno syscall.Errno) {
+	if f == nil {
+		return
+	}
+	res := "ok"
+	if errno != 0 {
+		res = errnoName(errno)
+	}
+	f.ops.WithLabelValues(op, res).Inc()
+	f.latency.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// errnoName keeps the result label bounded: common errnos by name, the
+// rest as "other".
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.ENOENT:
+		return "ENOENT"
+	case syscall.EIO:
+		return "EIO"
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EEXIST:
+		return "EEXIST"
+	case syscall.ENOTEMPTY:
+		return "ENOTEMPTY"
+	case syscall.ENOSPC:
+		return "ENOSPC"
+	case syscall.EINTR:
+		return "EINTR"
+	case syscall.ENOTSUP:
+		return "ENOTSUP"
+	}
+	return "other"
+}

@@ -1,0 +1,26 @@
+// Package supervise owns the life of a ferry process: it builds the stack
+// (stores → caches and write-back → vfs → FUSE mount), runs the task, and
+// turns what happened into an exit code.
+//
+// The order, written once here and tested end to end:
+//
+//  1. open the write-back journal (finishing uploads an earlier, killed
+//     process left behind), the block cache and the stat cache;
+//  2. mount at the mount point (mount(2) directly as root, fusermount3
+//     otherwise) and wait until the mount answers;
+//  3. start the task in its own process group, with cwd and environment
+//     unchanged; the task's binary is looked up by this process before
+//     the fork, and the child does no chdir, so neither goes through a
+//     request this process must serve while blocked (go-fuse "Deadlocks");
+//  4. forward SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR2 to the task's
+//     process group;
+//  5. when the task exits: stop new writes, run the pre-drain hooks
+//     (Nextflow symlink compaction), Drain with the drain deadline (the
+//     ordering hook keeps .exitcode last), then the post-drain hooks
+//     (uploading .command.log and ferry's own logs);
+//  6. unmount (lazily if something still holds it);
+//  7. exit with the task's code (128+signal if it was killed), 174 when any
+//     write could not be made durable, 1 on a start-up failure.
+//
+// Exit codes are constants here; only cmd/ferry calls os.Exit.
+package supervise

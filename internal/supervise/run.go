@@ -1,0 +1,181 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/config"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Hooks let a caller (the Nextflow contract) shape the drain.
+type Hooks struct {
+	// OrderLast marks keys that become durable only after every other
+	// pending file of their directory (Nextflow's .exitcode).
+	OrderLast func(key string) bool
+	// PutOptions adds per-object upload options (tags).
+	PutOptions func(t writeback.Target) objstore.PutOptions
+	// BeforeDrain runs after the task exited and before the drain, with
+	// the mount still up (symlink compaction).
+	BeforeDrain func(ctx context.Context, mountPoint string) error
+	// AfterDrain runs after the drain (upload of logs); its error is logged.
+	AfterDrain func(ctx context.Context, mountPoint string) error
+}
+
+// Options are the inputs of Run and Mount besides the configuration.
+type Options struct {
+	Logger *slog.Logger
+	Hooks  Hooks
+	Stdout io.Writer // the task's stdout (default os.Stdout)
+	Stderr io.Writer // the task's stderr (default os.Stderr)
+}
+
+// Run mounts, runs argv as the task, drains and unmounts. It returns the
+// process exit code.
+func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) int {
+	log := opts.Logger
+	if len(argv) == 0 {
+		log.Error("no command to run")
+		return ExitStartFailure
+	}
+	// Look the binary up before mounting: a lookup on our own mount from
+	// this process must not be in flight while we fork.
+	bin, err := exec.LookPath(argv[0])
+	if err != nil {
+		bin = argv[0] // may live on the mount; the child resolves it
+	}
+	st, err := start(ctx, cfg, log, opts.Hooks)
+	if err != nil {
+		log.Error("ferry could not start: " + err.Error())
+		return ExitStartFailure
+	}
+	code := runTask(ctx, bin, argv, opts, log)
+	return finish(st, code)
+}
+
+// start builds the stack and mounts it.
+func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks) (*stack, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := buildStack(ctx, cfg, log, hooks)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.mount(); err != nil {
+		st.close()
+		return nil, err
+	}
+	log.Debug("mounted", "mount_point", cfg.MountPoint, "cache_dir", cfg.CacheDir)
+	return st, nil
+}
+
+// runTask starts the task in its own process group, forwards signals and
+// returns its exit code (128+signal when killed by one).
+func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger) int {
+	cmd := exec.Command(bin, argv[1:]...)
+	cmd.Args = argv
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if opts.Stdout != nil {
+		cmd.Stdout = opts.Stdout
+	}
+	if opts.Stderr != nil {
+		cmd.Stderr = opts.Stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		log.Error("cannot start the task", "cmd", argv[0], "err", err.Error())
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }() // owner: runTask, which reads done
+	for {
+		select {
+		case s := <-sigs:
+			log.Info("forwarding signal to the task", "signal", s.String())
+			_ = syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-ctx.Done():
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			ctx = context.Background()
+		case err := <-done:
+			// Background processes the task left in its group would keep
+			// files open; ask them to go.
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			return exitCode(err, cmd)
+		}
+	}
+}
+
+func exitCode(err error, cmd *exec.Cmd) int {
+	if cmd.ProcessState == nil {
+		return 1
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+	if err != nil {
+		return 1
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// finish drains, unmounts and decides the exit code.
+func finish(st *stack, code int) int {
+	log := st.log
+	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.DrainTimeout)
+	defer cancel()
+	if st.hooks.BeforeDrain != nil {
+		if err := st.hooks.BeforeDrain(ctx, st.cfg.MountPoint); err != nil {
+			log.Error("before-drain hook failed", "err", err.Error())
+		}
+	}
+	st.wb.Stop()
+	t0 := time.Now()
+	derr := st.wb.Drain(ctx)
+	if st.hooks.AfterDrain != nil {
+		if err := st.hooks.AfterDrain(ctx, st.cfg.MountPoint); err != nil {
+			log.Error("after-drain hook failed", "err", err.Error())
+		}
+	}
+	st.unmount()
+	stats := st.wb.Stats()
+	st.close()
+	if derr != nil {
+		log.Error(fmt.Sprintf("not every write could be made durable: %v", derr), "drain_seconds", time.Since(t0).Seconds())
+		return ExitNotDurable
+	}
+	log.Debug("drained", "seconds", time.Since(t0).Seconds(), "uploaded_objects", stats.UploadedObjects)
+	return code
+}
+
+// Mount serves the mount in the foreground until ctx is cancelled (SIGTERM
+// or SIGINT), then drains and unmounts.
+func Mount(ctx context.Context, cfg config.Config, opts Options) int {
+	st, err := start(ctx, cfg, opts.Logger, opts.Hooks)
+	if err != nil {
+		opts.Logger.Error("ferry could not start: " + err.Error())
+		return ExitStartFailure
+	}
+	<-ctx.Done()
+	return finish(st, ExitOK)
+}

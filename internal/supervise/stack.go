@@ -1,0 +1,168 @@
+package supervise
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/config"
+	"github.com/ferry-fs/ferry/internal/fusefs"
+	"github.com/ferry-fs/ferry/internal/metrics"
+	"github.com/ferry-fs/ferry/internal/vfs"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/azure"
+	"github.com/ferry-fs/ferry/pkg/objstore/gcs"
+	"github.com/ferry-fs/ferry/pkg/objstore/s3"
+)
+
+// stack is everything below the FUSE mount.
+type stack struct {
+	cfg    config.Config
+	log    *slog.Logger
+	reg    *metrics.Registry
+	stores *stores
+	wb     *writeback.Manager
+	blocks *block.Cache
+	meta   *meta.Cache
+	fs     *vfs.FS
+	srv    *fusefs.Server
+	hooks  Hooks
+}
+
+// stores creates one store per bucket on first use.
+type stores struct {
+	cfg config.Config
+	log *slog.Logger
+
+	mu sync.Mutex                // guards m
+	m  map[string]objstore.Store // "s3/bucket" -> store; guarded by mu
+}
+
+func (s *stores) resolve(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
+	id := scheme + "/" + bucket
+	s.mu.Lock()
+	defer s.mu.Unlock() // creating a client does no network I/O
+	if st, ok := s.m[id]; ok {
+		return st, nil
+	}
+	var st objstore.Store
+	var err error
+	switch scheme {
+	case "s3":
+		c := s3.ConfigFromEnv()
+		c.Bucket = bucket
+		c.RequestTimeout = s.cfg.RequestTimeout
+		st, err = s3.New(ctx, c)
+	case "gs":
+		c := gcs.ConfigFromEnv()
+		c.Bucket = bucket
+		st, err = gcs.New(ctx, c)
+	case "az":
+		c := azure.ConfigFromEnv()
+		c.Container = bucket
+		st, err = azure.New(ctx, c)
+	default:
+		return nil, fmt.Errorf("unknown scheme %q: %w", scheme, objstore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s://%s: %w", scheme, bucket, err)
+	}
+	log := s.log
+	st = objstore.WithRetry(st, objstore.RetryPolicy{
+		MaxAttempts:    s.cfg.MaxRetries,
+		RequestTimeout: s.cfg.RequestTimeout,
+		OnRetry: func(op string, attempt int, err error) {
+			log.Warn("retrying backend request", "op", op, "attempt", attempt, "err", err.Error())
+		},
+	})
+	s.m[id] = st
+	return st, nil
+}
+
+func (s *stores) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.m {
+		st.Close()
+	}
+}
+
+// buildStack opens caches and the write-back journal. It does not mount.
+func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks) (*stack, error) {
+	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cache dir: %w", err)
+	}
+	s := &stack{cfg: cfg, log: log, reg: metrics.NewRegistry(), hooks: hooks}
+	s.stores = &stores{cfg: cfg, log: log, m: map[string]objstore.Store{}}
+	var err error
+	s.meta, err = meta.New(meta.Config{StatTTL: cfg.StatTTL, ListTTL: cfg.ListTTL, NegativeTTL: cfg.NegativeTTL})
+	if err != nil {
+		return nil, err
+	}
+	s.blocks, err = block.New(block.Config{
+		Dir: filepath.Join(cfg.CacheDir, "blocks"), MaxBytes: cfg.CacheSize,
+		MaxConcurrency: cfg.Downloads, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("block cache: %w", err)
+	}
+	s.wb, err = writeback.New(ctx, writeback.Config{
+		Dir: filepath.Join(cfg.CacheDir, "writeback"), Concurrency: cfg.Uploads, PartSize: cfg.PartSize,
+		OrderLast: hooks.OrderLast, PutOptions: hooks.PutOptions, Logger: log,
+	}, s.stores.resolve)
+	if err != nil {
+		s.blocks.Close()
+		return nil, fmt.Errorf("write-back journal: %w", err)
+	}
+	s.fs = vfs.New(vfs.Options{}, vfs.Deps{
+		Resolve: s.stores.resolve, Writeback: s.wb, Blocks: s.blocks, Meta: s.meta, Logger: log,
+	})
+	return s, nil
+}
+
+// mount mounts the vfs at the mount point, clearing a stale mount left by
+// a killed process first.
+func (s *stack) mount() error {
+	dir := s.cfg.MountPoint
+	if _, err := os.Stat(dir); err != nil && !os.IsNotExist(err) {
+		lazyUnmount(dir) // "transport endpoint is not connected"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create mount point: %w", err)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("/dev/fuse is not available (run the container with --device /dev/fuse --cap-add SYS_ADMIN): %w", err)
+	}
+	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{Metrics: metrics.NewFUSE(s.reg)})
+	if err != nil {
+		return err
+	}
+	s.srv = srv
+	return srv.WaitMount()
+}
+
+// unmount unmounts, lazily when something still holds the mount.
+func (s *stack) unmount() {
+	if s.srv == nil {
+		return
+	}
+	if err := s.srv.Unmount(); err != nil {
+		s.log.Warn("unmount busy, detaching lazily", "mount_point", s.cfg.MountPoint, "err", err.Error())
+		lazyUnmount(s.cfg.MountPoint)
+	}
+	s.srv = nil
+}
+
+// close releases everything (after drain and unmount).
+func (s *stack) close() {
+	s.wb.Close()
+	s.blocks.Close()
+	s.meta.Close()
+	s.stores.closeAll()
+}

@@ -1,0 +1,166 @@
+package vfs
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"golang.org/x/sync/errgroup"
+)
+
+// Kind is what a name is (re-exported so callers need not import the cache).
+type Kind = meta.Kind
+
+// Kinds of names.
+const (
+	KindFile    = meta.KindFile
+	KindDir     = meta.KindDir
+	KindSymlink = meta.KindSymlink
+)
+
+// Attr is what stat shows of a name.
+type Attr struct {
+	Kind    meta.Kind
+	Size    int64
+	Mtime   time.Time
+	Mode    uint32 // permission bits
+	Symlink string // target, for symlinks
+	Version string // object version ("" while dirty or for directories)
+}
+
+var dirAttr = Attr{Kind: meta.KindDir, Mode: 0o755}
+
+// Getattr stats the path p.
+func (fs *FS) Getattr(ctx context.Context, p string) (Attr, error) {
+	l, err := Parse(p)
+	if err != nil {
+		return Attr{}, err
+	}
+	return fs.getattr(ctx, l)
+}
+
+func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
+	switch {
+	case l.isRoot(), l.isScheme():
+		return dirAttr, nil
+	case l.isBucket():
+		if _, err := fs.store(ctx, l); err != nil {
+			fs.logErr("lookup", l, err)
+			return Attr{}, err
+		}
+		return dirAttr, nil
+	}
+	if f := fs.deps.Writeback.Get(l.target()); f != nil {
+		return fileAttr(f), nil
+	}
+	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok {
+		if e.Kind == meta.KindNone {
+			return Attr{}, syscall.ENOENT
+		}
+		return entryAttr(e.Kind, e.Info), nil
+	}
+	// The parent's cached listing answers for names it holds (and for
+	// names it lacks), except zero-size objects, which may be symlinks.
+	par, name := l.parent()
+	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+		e, found := ls.Has(name)
+		switch {
+		case !found && len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) == 0:
+			return Attr{}, syscall.ENOENT
+		case found && e.Kind == meta.KindDir:
+			return dirAttr, nil
+		case found && e.Kind == meta.KindFile && e.Info.Size > 0:
+			return entryAttr(meta.KindFile, e.Info), nil
+		}
+	}
+	a, err := fs.remoteAttr(ctx, l)
+	if err != nil {
+		fs.logErr("lookup", l, err)
+	}
+	return a, err
+}
+
+// remoteAttr asks the store whether l is a directory (any key under l/)
+// or an object, both at once. A directory shadows an object of the same name.
+func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return Attr{}, err
+	}
+	var (
+		page    objstore.ListPage
+		info    objstore.ObjectInfo
+		statErr error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		page, err = st.List(gctx, objstore.ListOptions{Prefix: l.Key + "/", Delimiter: "/", MaxKeys: 1})
+		return err
+	})
+	g.Go(func() error {
+		info, statErr = st.Stat(gctx, l.Key)
+		if statErr != nil && !errIs(statErr, objstore.ErrNotFound) {
+			return statErr
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return Attr{}, err
+	}
+	ck := l.cacheKey()
+	if len(page.Objects) > 0 || len(page.Prefixes) > 0 {
+		fs.deps.Meta.PutStat(ck, meta.KindDir, objstore.ObjectInfo{})
+		return dirAttr, nil
+	}
+	if statErr == nil {
+		kind := kindOf(info)
+		fs.deps.Meta.PutStat(ck, kind, info)
+		return entryAttr(kind, info), nil
+	}
+	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) > 0 {
+		return dirAttr, nil // only dirty files below: a directory being written
+	}
+	fs.deps.Meta.PutNegative(ck)
+	return Attr{}, syscall.ENOENT
+}
+
+func kindOf(info objstore.ObjectInfo) meta.Kind {
+	if _, ok := info.Metadata[SymlinkMeta]; ok {
+		return meta.KindSymlink
+	}
+	return meta.KindFile
+}
+
+func entryAttr(kind meta.Kind, info objstore.ObjectInfo) Attr {
+	switch kind {
+	case meta.KindDir:
+		return dirAttr
+	case meta.KindSymlink:
+		t := info.Metadata[SymlinkMeta]
+		return Attr{Kind: meta.KindSymlink, Size: int64(len(t)), Symlink: t, Mtime: info.ModTime, Mode: 0o777, Version: info.Version}
+	}
+	a := Attr{Kind: meta.KindFile, Size: info.Size, Mtime: info.ModTime, Mode: 0o644, Version: info.Version}
+	if m, err := strconv.ParseUint(info.Metadata[ModeMeta], 8, 32); err == nil {
+		a.Mode = uint32(m) & 0o7777
+	}
+	if ns, err := strconv.ParseInt(info.Metadata[MtimeMeta], 10, 64); err == nil {
+		a.Mtime = time.Unix(0, ns)
+	}
+	return a
+}
+
+func fileAttr(f *writeback.File) Attr {
+	if t := f.Symlink(); t != "" {
+		return Attr{Kind: meta.KindSymlink, Size: int64(len(t)), Symlink: t, Mtime: f.ModTime(), Mode: 0o777}
+	}
+	mode := f.Mode() & 0o7777
+	if mode == 0 {
+		mode = 0o644
+	}
+	return Attr{Kind: meta.KindFile, Size: f.Size(), Mtime: f.ModTime(), Mode: mode}
+}

@@ -1,0 +1,214 @@
+package vfs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// DirEntry is one name of a directory.
+type DirEntry struct {
+	Name string
+	Kind meta.Kind
+}
+
+// Readdir lists the directory p: remote keys and prefixes (paginated),
+// marker objects folded away, merged with files not yet uploaded.
+func (fs *FS) Readdir(ctx context.Context, p string) ([]DirEntry, error) {
+	l, err := Parse(p)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case l.isRoot():
+		out := make([]DirEntry, 0, len(Schemes))
+		for _, s := range Schemes {
+			out = append(out, DirEntry{Name: s, Kind: meta.KindDir})
+		}
+		return out, nil
+	case l.isScheme():
+		var out []DirEntry
+		for _, b := range fs.knownBuckets(l.Scheme) {
+			out = append(out, DirEntry{Name: b, Kind: meta.KindDir})
+		}
+		return out, nil
+	}
+	ls, err := fs.listing(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	ents := ls.Entries()
+	out := make([]DirEntry, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, DirEntry{Name: e.Name, Kind: e.Kind})
+	}
+	return out, nil
+}
+
+// listing returns the (cached) listing of directory l, merged with dirty
+// files below it.
+func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
+	if ls, ok := fs.deps.Meta.List(l.cacheKey()); ok {
+		return ls, nil
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		fs.logErr("readdir", l, err)
+		return nil, err
+	}
+	prefix := l.dirPrefix()
+	var ents []meta.DirEntry
+	opts := objstore.ListOptions{Prefix: prefix, Delimiter: "/"}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			fs.logErr("readdir", l, err)
+			return nil, err
+		}
+		for _, o := range page.Objects {
+			name := strings.TrimPrefix(o.Key, prefix)
+			if !validName(name) {
+				continue // the directory's own marker, or an odd key
+			}
+			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindFile, Info: o})
+		}
+		for _, pf := range page.Prefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(pf, prefix), "/")
+			if !validName(name) {
+				continue
+			}
+			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindDir})
+		}
+		if page.NextToken == "" {
+			break
+		}
+		opts.Token = page.NextToken
+	}
+	if len(ents) == 0 && l.Key != "" {
+		// An empty listing: is the directory there at all?
+		if _, err := fs.getattr(ctx, l); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range fs.deps.Writeback.List(l.Scheme, l.Bucket, prefix) {
+		rest := strings.TrimPrefix(f.Target().Key, prefix)
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			ents = append(ents, meta.DirEntry{Name: rest[:i], Kind: meta.KindDir})
+		} else if validName(rest) {
+			k := meta.KindFile
+			if f.Symlink() != "" {
+				k = meta.KindSymlink
+			}
+			ents = append(ents, meta.DirEntry{Name: rest, Kind: k})
+		}
+	}
+	return fs.deps.Meta.PutList(l.cacheKey(), ents), nil
+}
+
+func validName(n string) bool {
+	return n != "" && n != "." && n != ".." && !strings.Contains(n, "/")
+}
+
+// noteCreated patches cached state after a name appeared at l.
+func (fs *FS) noteCreated(l Loc, kind meta.Kind) {
+	fs.deps.Meta.Forget(l.cacheKey())
+	par, name := l.parent()
+	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+		ls.Add(meta.DirEntry{Name: name, Kind: kind})
+	}
+	// Ancestors that were only implied by keys may now exist.
+	for par.Key != "" {
+		fs.deps.Meta.Forget(par.cacheKey())
+		gp, pname := par.parent()
+		if ls, ok := fs.deps.Meta.List(gp.cacheKey()); ok {
+			ls.Add(meta.DirEntry{Name: pname, Kind: meta.KindDir})
+		}
+		par = gp
+	}
+}
+
+// noteRemoved patches cached state after the name at l went away.
+func (fs *FS) noteRemoved(l Loc) {
+	fs.deps.Meta.Forget(l.cacheKey())
+	fs.deps.Meta.ForgetList(l.cacheKey())
+	par, name := l.parent()
+	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+		ls.Remove(name)
+	}
+}
+
+// Mkdir creates the directory p as a marker object "p/".
+func (fs *FS) Mkdir(ctx context.Context, p string) error {
+	l, err := Parse(p)
+	if err != nil {
+		return err
+	}
+	if l.Key == "" {
+		return syscall.EPERM // buckets are not created through the mount
+	}
+	if _, err := fs.getattr(ctx, l); err == nil {
+		return syscall.EEXIST
+	} else if !errIs(err, syscall.ENOENT) && !errIs(err, objstore.ErrNotFound) {
+		return err
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return err
+	}
+	if _, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{}); err != nil {
+		fs.logErr("mkdir", l, err)
+		return err
+	}
+	fs.noteCreated(l, meta.KindDir)
+	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
+	fs.deps.Meta.PutList(l.cacheKey(), nil)
+	return nil
+}
+
+// Rmdir removes the empty directory p (its marker, if any).
+func (fs *FS) Rmdir(ctx context.Context, p string) error {
+	l, err := Parse(p)
+	if err != nil {
+		return err
+	}
+	if l.Key == "" {
+		return syscall.EPERM
+	}
+	a, err := fs.getattr(ctx, l)
+	if err != nil {
+		return err
+	}
+	if a.Kind != meta.KindDir {
+		return syscall.ENOTDIR
+	}
+	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.dirPrefix())) > 0 {
+		return syscall.ENOTEMPTY
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return err
+	}
+	page, err := st.List(ctx, objstore.ListOptions{Prefix: l.dirPrefix(), MaxKeys: 2})
+	if err != nil {
+		fs.logErr("rmdir", l, err)
+		return err
+	}
+	for _, o := range page.Objects {
+		if o.Key != l.dirPrefix() {
+			return syscall.ENOTEMPTY
+		}
+	}
+	if err := st.Delete(ctx, l.dirPrefix(), objstore.DeleteOptions{}); err != nil {
+		fs.logErr("rmdir", l, err)
+		return err
+	}
+	fs.noteRemoved(l)
+	return nil
+}
+
+type emptyReader struct{}
+
+func (emptyReader) ReadAt(p []byte, off int64) (int, error) { return 0, ioEOF }

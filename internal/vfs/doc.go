@@ -1,0 +1,17 @@
+// Package vfs is ferry's file-system semantics without any FUSE types:
+// the namespace /<scheme>/<bucket>/<key…> over object stores, stat and
+// listing with caching, open/read/write/flush/fsync through the block cache
+// and the write-back stager, and rename/unlink/symlink/mkdir semantics.
+// Package fusefs is a thin adapter over it; tests call it with plain Go.
+//
+// Errors: methods return errors that wrap either a syscall.Errno (for POSIX
+// conditions such as ENOTEMPTY or EXDEV) or an objstore sentinel; package
+// fusefs maps them to errnos in one table.
+//
+// Names: a key "a" beside keys under "a/" shows as the directory a; the
+// object "a" is then shadowed (not reachable through the mount), as in
+// Mountpoint for S3. Keys with empty path components ("a//b"), or "." and
+// ".." components, are not shown.
+//
+// Lock order: FS.mu is a leaf lock (never held across a backend call).
+package vfs

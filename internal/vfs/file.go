@@ -1,0 +1,297 @@
+package vfs
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+var ioEOF = io.EOF
+
+// Handle is one open file. Reads see the newest local writes: a handle
+// opened on a clean object switches to the dirty copy when one appears.
+type Handle struct {
+	fs  *FS
+	loc Loc
+
+	wf *writeback.File // the dirty file (write handles, or reads of dirty files)
+	rd *block.Reader   // clean reads
+	// KeepCache tells the kernel it may keep its page cache for this file:
+	// the version is the one seen at the previous open.
+	KeepCache bool
+	// Size is the file's size at open.
+	Size int64
+}
+
+// OpenFlags are the open(2) flags vfs looks at.
+type OpenFlags struct {
+	Write bool // O_WRONLY or O_RDWR
+	Trunc bool // O_TRUNC
+	Excl  bool // O_EXCL (Create only)
+}
+
+// FlagsFrom converts open(2) flags.
+func FlagsFrom(flags uint32) OpenFlags {
+	acc := flags & syscall.O_ACCMODE
+	return OpenFlags{
+		Write: acc == syscall.O_WRONLY || acc == syscall.O_RDWR,
+		Trunc: flags&syscall.O_TRUNC != 0,
+		Excl:  flags&syscall.O_EXCL != 0,
+	}
+}
+
+// Open opens the existing file p.
+func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error) {
+	l, err := Parse(p)
+	if err != nil {
+		return nil, err
+	}
+	if l.Key == "" {
+		return nil, syscall.EISDIR
+	}
+	t := l.target()
+	if f := fs.deps.Writeback.Get(t); f != nil {
+		if f.Symlink() != "" {
+			return nil, syscall.ELOOP
+		}
+		f.Acquire()
+		if fl.Write && fl.Trunc {
+			if err := f.Truncate(0); err != nil {
+				f.Release()
+				return nil, err
+			}
+		}
+		return &Handle{fs: fs, loc: l, wf: f, Size: f.Size(), KeepCache: !fl.Trunc}, nil
+	}
+	info, kind, err := fs.revalidate(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case meta.KindDir:
+		return nil, syscall.EISDIR
+	case meta.KindSymlink:
+		return nil, syscall.ELOOP
+	}
+	if fl.Write {
+		var f *writeback.File
+		if fl.Trunc || info.Size == 0 {
+			f, err = fs.deps.Writeback.Create(t, modeOf(info))
+		} else {
+			f, err = fs.deps.Writeback.OpenBase(ctx, t, info)
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.Acquire()
+		fs.noteCreated(l, meta.KindFile)
+		return &Handle{fs: fs, loc: l, wf: f, Size: f.Size()}, nil
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	keep := fs.seen[l.cacheKey()] == info.Version
+	fs.seen[l.cacheKey()] = info.Version
+	fs.mu.Unlock()
+	rd := fs.deps.Blocks.Open(block.Ref{Store: st, StoreID: l.Scheme + "/" + l.Bucket, Key: l.Key, Version: info.Version, Size: info.Size})
+	return &Handle{fs: fs, loc: l, rd: rd, KeepCache: keep, Size: info.Size}, nil
+}
+
+func modeOf(info objstore.ObjectInfo) uint32 {
+	a := entryAttr(meta.KindFile, info)
+	return a.Mode
+}
+
+// revalidate implements close-to-open: a fresh stat-cache entry is
+// trusted, otherwise the object is stat'ed again.
+func (fs *FS) revalidate(ctx context.Context, l Loc) (objstore.ObjectInfo, meta.Kind, error) {
+	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok && e.Kind != meta.KindNone && e.Kind != meta.KindDir {
+		return e.Info, e.Kind, nil
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return objstore.ObjectInfo{}, 0, err
+	}
+	info, err := st.Stat(ctx, l.Key)
+	if err != nil {
+		if errIs(err, objstore.ErrNotFound) {
+			// Maybe a directory (a prefix without a marker).
+			a, aerr := fs.getattr(ctx, l)
+			if aerr == nil && a.Kind == meta.KindDir {
+				return objstore.ObjectInfo{}, meta.KindDir, nil
+			}
+			return objstore.ObjectInfo{}, 0, syscall.ENOENT
+		}
+		fs.logErr("open", l, err)
+		return objstore.ObjectInfo{}, 0, err
+	}
+	kind := kindOf(info)
+	fs.deps.Meta.PutStat(l.cacheKey(), kind, info)
+	return info, kind, nil
+}
+
+// Create creates (or truncates) the file p and opens it for writing.
+func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (*Handle, error) {
+	l, err := Parse(p)
+	if err != nil {
+		return nil, err
+	}
+	if l.Key == "" {
+		return nil, syscall.EISDIR
+	}
+	if fl.Excl {
+		if _, err := fs.getattr(ctx, l); err == nil {
+			return nil, syscall.EEXIST
+		}
+	}
+	if _, err := fs.store(ctx, l); err != nil {
+		return nil, err
+	}
+	f, err := fs.deps.Writeback.Create(l.target(), mode)
+	if err != nil {
+		return nil, err
+	}
+	f.Acquire()
+	fs.noteCreated(l, meta.KindFile)
+	return &Handle{fs: fs, loc: l, wf: f}, nil
+}
+
+// Read reads at off. It returns fewer bytes only at the end of the file.
+func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	f := h.wf
+	if f == nil {
+		f = h.fs.deps.Writeback.Get(h.loc.target())
+	}
+	var n int
+	var err error
+	if f != nil {
+		n, err = readFull(ctx, f.ReadAt, p, off)
+	} else {
+		n, err = readFull(ctx, h.rd.ReadAt, p, off)
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil {
+		h.fs.logErr("read", h.loc, err)
+	}
+	return n, err
+}
+
+func readFull(ctx context.Context, read func(context.Context, []byte, int64) (int, error), p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := read(ctx, p[n:], off+int64(n))
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+	}
+	return n, nil
+}
+
+// CachedFile returns an open cache file and offset that hold p's range
+// [off, off+n) when the block cache has all of it, so the FUSE layer can
+// hand the kernel a file descriptor instead of copying.
+func (h *Handle) CachedFile(off int64, n int) (*os.File, int64, bool) {
+	if h.rd == nil || h.fs.deps.Writeback.Get(h.loc.target()) != nil {
+		return nil, 0, false
+	}
+	return h.rd.CachedFile(off, int64(n))
+}
+
+// Write writes at off (the file must be open for writing).
+func (h *Handle) Write(p []byte, off int64) (int, error) {
+	if h.wf == nil {
+		return 0, syscall.EBADF
+	}
+	n, err := h.wf.WriteAt(p, off)
+	if err != nil && !isErrno(err) {
+		h.fs.logErr("write", h.loc, err)
+	}
+	return n, err
+}
+
+// Fsync makes the file durable in the bucket.
+func (h *Handle) Fsync(ctx context.Context) error {
+	if h.wf == nil {
+		if f := h.fs.deps.Writeback.Get(h.loc.target()); f != nil {
+			return f.Sync(ctx)
+		}
+		return nil
+	}
+	err := h.wf.Sync(ctx)
+	h.fs.logErr("fsync", h.loc, err)
+	return err
+}
+
+// Release closes the handle. For a written file, the data is staged on
+// local disk and queued for upload; the returned error is a staging error.
+func (h *Handle) Release() error {
+	if h.rd != nil {
+		h.rd.Close()
+	}
+	if h.wf != nil {
+		return h.wf.Release()
+	}
+	return nil
+}
+
+// Setattr changes size, mode or mtime of p.
+type SetAttr struct {
+	Size  *int64
+	Mode  *uint32
+	Mtime *time.Time
+}
+
+// Setattr applies s to the file p (through h when the caller has it open).
+func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr, error) {
+	l, err := Parse(p)
+	if err != nil {
+		return Attr{}, err
+	}
+	if l.Key == "" {
+		return fs.getattr(ctx, l)
+	}
+	f := fs.deps.Writeback.Get(l.target())
+	if h != nil && h.wf != nil {
+		f = h.wf
+	}
+	if f == nil && s.Size != nil {
+		// Truncating a clean object makes it dirty.
+		hh, err := fs.Open(ctx, p, OpenFlags{Write: true, Trunc: *s.Size == 0})
+		if err != nil {
+			return Attr{}, err
+		}
+		defer hh.Release()
+		f = hh.wf
+	}
+	if f == nil {
+		// A clean object: accept mode and times without rewriting it.
+		return fs.getattr(ctx, l)
+	}
+	if s.Size != nil {
+		if err := f.Truncate(*s.Size); err != nil {
+			return Attr{}, err
+		}
+	}
+	if s.Mode != nil {
+		f.SetMode(*s.Mode)
+	}
+	if s.Mtime != nil {
+		f.SetModTime(*s.Mtime)
+	}
+	return fileAttr(f), nil
+}

@@ -1,0 +1,239 @@
+package vfs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Unlink removes the file or symlink p.
+func (fs *FS) Unlink(ctx context.Context, p string) error {
+	l, err := Parse(p)
+	if err != nil {
+		return err
+	}
+	if l.Key == "" {
+		return syscall.EISDIR
+	}
+	a, err := fs.getattr(ctx, l)
+	if err != nil {
+		return err
+	}
+	if a.Kind == meta.KindDir {
+		return syscall.EISDIR
+	}
+	dirty := fs.deps.Writeback.Get(l.target()) != nil
+	if dirty {
+		fs.deps.Writeback.Remove(l.target())
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return err
+	}
+	// The object may exist in the bucket even when a dirty copy did (an
+	// overwrite in progress); delete it too. Deleting a missing key is fine.
+	if err := st.Delete(ctx, l.Key, objstore.DeleteOptions{}); err != nil {
+		fs.logErr("unlink", l, err)
+		return err
+	}
+	fs.noteRemoved(l)
+	fs.deps.Meta.PutNegative(l.cacheKey())
+	return nil
+}
+
+// Symlink creates the symlink p pointing at target.
+func (fs *FS) Symlink(ctx context.Context, p, target string) error {
+	l, err := Parse(p)
+	if err != nil {
+		return err
+	}
+	if l.Key == "" {
+		return syscall.EPERM
+	}
+	if _, err := fs.getattr(ctx, l); err == nil {
+		return syscall.EEXIST
+	}
+	if err := fs.deps.Writeback.Symlink(l.target(), target); err != nil {
+		return err
+	}
+	fs.noteCreated(l, meta.KindSymlink)
+	return nil
+}
+
+// Readlink returns the target of the symlink p.
+func (fs *FS) Readlink(ctx context.Context, p string) (string, error) {
+	l, err := Parse(p)
+	if err != nil {
+		return "", err
+	}
+	if f := fs.deps.Writeback.Get(l.target()); f != nil {
+		if t := f.Symlink(); t != "" {
+			return t, nil
+		}
+		return "", syscall.EINVAL
+	}
+	info, kind, err := fs.revalidate(ctx, l)
+	if err != nil {
+		return "", err
+	}
+	if kind != meta.KindSymlink {
+		return "", syscall.EINVAL
+	}
+	return info.Metadata[SymlinkMeta], nil
+}
+
+// RenameFlags are renameat2(2) flags.
+type RenameFlags struct {
+	NoReplace bool
+	Exchange  bool
+}
+
+// Rename moves a file, symlink or directory. Dirty files are re-keyed
+// (uploaded once, under the new name); clean objects are copied on the
+// server and then deleted. Renames across buckets fail with EXDEV, which
+// makes mv(1) fall back to copy and delete.
+func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error {
+	src, err := Parse(from)
+	if err != nil {
+		return err
+	}
+	dst, err := Parse(to)
+	if err != nil {
+		return err
+	}
+	if src.Key == "" || dst.Key == "" {
+		return syscall.EPERM
+	}
+	if fl.Exchange {
+		return syscall.EINVAL
+	}
+	if src.Scheme != dst.Scheme || src.Bucket != dst.Bucket {
+		return syscall.EXDEV
+	}
+	if src.Key == dst.Key {
+		return nil
+	}
+	if strings.HasPrefix(dst.Key, src.Key+"/") {
+		return syscall.EINVAL // into itself
+	}
+	a, err := fs.getattr(ctx, src)
+	if err != nil {
+		return err
+	}
+	if da, err := fs.getattr(ctx, dst); err == nil {
+		if fl.NoReplace {
+			return syscall.EEXIST
+		}
+		switch {
+		case a.Kind == meta.KindDir && da.Kind != meta.KindDir:
+			return syscall.ENOTDIR
+		case a.Kind != meta.KindDir && da.Kind == meta.KindDir:
+			return syscall.EISDIR
+		case da.Kind == meta.KindDir:
+			if err := fs.Rmdir(ctx, to); err != nil {
+				return err // ENOTEMPTY
+			}
+		}
+	}
+	st, err := fs.store(ctx, src)
+	if err != nil {
+		return err
+	}
+	if a.Kind == meta.KindDir {
+		err = fs.renameDir(ctx, st, src, dst)
+	} else {
+		err = fs.renameOne(ctx, st, src, dst)
+	}
+	if err != nil {
+		fs.logErr("rename", src, err)
+		return err
+	}
+	fs.noteRemoved(src)
+	fs.deps.Meta.ForgetList(src.cacheKey())
+	fs.noteCreated(dst, a.Kind)
+	fs.deps.Meta.ForgetList(dst.cacheKey())
+	return nil
+}
+
+// renameOne moves one key (file, symlink or marker).
+func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) error {
+	wb := fs.deps.Writeback
+	if f := wb.Get(src.target()); f != nil {
+		// The writeback layer deletes the source key after the new key is
+		// durable when the dirty file still reads from it (its base);
+		// otherwise an older object at the source is deleted here.
+		if err := wb.Rename(src.target(), dst.target()); err != nil {
+			return err
+		}
+		if !f.HasBase(src.Key) {
+			if err := st.Delete(ctx, src.Key, objstore.DeleteOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if wb.Get(dst.target()) != nil {
+		wb.Remove(dst.target())
+	}
+	if _, err := st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{}); err != nil {
+		return err
+	}
+	return st.Delete(ctx, src.Key, objstore.DeleteOptions{})
+}
+
+// renameDir moves every key under src/ (and dirty files there) to dst/.
+func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) error {
+	sp, dp := src.Key+"/", dst.Key+"/"
+	objs, _, err := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: sp})
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, f := range fs.deps.Writeback.List(src.Scheme, src.Bucket, sp) {
+		k := f.Target().Key
+		seen[k] = true
+		nl := Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: dp + strings.TrimPrefix(k, sp)}
+		if err := fs.renameOne(ctx, st, Loc{Scheme: src.Scheme, Bucket: src.Bucket, Key: k}, nl); err != nil {
+			return err
+		}
+		fs.deps.Meta.Forget(nl.cacheKey())
+	}
+	for _, o := range objs {
+		if seen[o.Key] {
+			continue
+		}
+		nk := dp + strings.TrimPrefix(o.Key, sp)
+		if _, err := st.Copy(ctx, o.Key, nk, objstore.CopyOptions{}); err != nil {
+			return err
+		}
+		if err := st.Delete(ctx, o.Key, objstore.DeleteOptions{}); err != nil {
+			return err
+		}
+		fs.deps.Meta.Forget(src.Scheme + "/" + src.Bucket + "/" + strings.TrimSuffix(o.Key, "/"))
+		fs.deps.Meta.Forget(dst.Scheme + "/" + dst.Bucket + "/" + strings.TrimSuffix(nk, "/"))
+	}
+	// Keep the moved directory visible even if it had no marker.
+	if _, err := st.Put(ctx, dp, emptyReader{}, 0, objstore.PutOptions{}); err != nil {
+		return err
+	}
+	fs.deps.Meta.Clear() // names below both trees changed
+	return nil
+}
+
+// Link is not supported: object stores have no hard links.
+func (fs *FS) Link(context.Context, string, string) error { return syscall.ENOTSUP }
+
+// Statfs reports large, constant figures: a bucket has no fixed size.
+type Statfs struct {
+	Blocks, Bfree, Files, Ffree uint64
+	Bsize                       uint32
+}
+
+// StatFS returns the figures df shows.
+func (fs *FS) StatFS() Statfs {
+	const huge = 1 << 50
+	return Statfs{Blocks: huge / 4096, Bfree: huge / 4096, Files: 1 << 40, Ffree: 1 << 40, Bsize: 4096}
+}

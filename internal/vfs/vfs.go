@@ -1,0 +1,209 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Schemes are the top-level directories of the mount.
+var Schemes = []string{"s3", "gs", "az"}
+
+// SymlinkMeta is the user-metadata key that holds a symlink's target.
+const SymlinkMeta = "ferry-symlink"
+
+// Metadata keys for POSIX attributes kept on objects.
+const (
+	ModeMeta  = "ferry-mode"
+	MtimeMeta = "ferry-mtime"
+)
+
+// Resolver returns the store of one bucket (created lazily, cached by the
+// caller, already wrapped in the retry decorator).
+type Resolver func(ctx context.Context, scheme, bucket string) (objstore.Store, error)
+
+// Deps are the collaborators of an FS.
+type Deps struct {
+	Resolve   Resolver
+	Writeback *writeback.Manager
+	Blocks    *block.Cache
+	Meta      *meta.Cache
+	Logger    *slog.Logger
+}
+
+// Options tune an FS.
+type Options struct {
+	Uid, Gid uint32
+	// BucketTTL is how long a bucket's existence is trusted.
+	BucketTTL time.Duration
+}
+
+// FS is the file system. All methods are safe for concurrent use.
+type FS struct {
+	opts Options
+	deps Deps
+	log  *slog.Logger
+
+	mu      sync.Mutex             // guards buckets and versions
+	buckets map[string]bucketState // "s3/b" -> existence; guarded by mu
+	seen    map[string]string      // "s3/b/k" -> last version opened; guarded by mu
+}
+
+type bucketState struct {
+	err     error
+	expires time.Time
+}
+
+// New returns an FS over deps.
+func New(opts Options, deps Deps) *FS {
+	if opts.BucketTTL == 0 {
+		opts.BucketTTL = time.Minute
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}}
+}
+
+// Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme
+// directory, Key == "" a bucket root.
+type Loc struct {
+	Scheme, Bucket, Key string
+}
+
+// Parse splits a mount-relative path ("s3/bucket/a/b").
+func Parse(p string) (Loc, error) {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return Loc{}, nil
+	}
+	parts := strings.SplitN(p, "/", 3)
+	if !validScheme(parts[0]) {
+		return Loc{}, syscall.ENOENT
+	}
+	l := Loc{Scheme: parts[0]}
+	if len(parts) > 1 {
+		l.Bucket = parts[1]
+	}
+	if len(parts) > 2 {
+		l.Key = parts[2]
+	}
+	return l, nil
+}
+
+func validScheme(s string) bool {
+	for _, x := range Schemes {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// String renders the location as a mount-relative path.
+func (l Loc) String() string {
+	return strings.Trim(path.Join(l.Scheme, l.Bucket, l.Key), "/")
+}
+
+// URL renders the location as s3://bucket/key.
+func (l Loc) URL() string { return l.Scheme + "://" + l.Bucket + "/" + l.Key }
+
+func (l Loc) isRoot() bool   { return l.Scheme == "" }
+func (l Loc) isScheme() bool { return l.Scheme != "" && l.Bucket == "" }
+func (l Loc) isBucket() bool { return l.Bucket != "" && l.Key == "" }
+func (l Loc) target() writeback.Target {
+	return writeback.Target{Scheme: l.Scheme, Bucket: l.Bucket, Key: l.Key}
+}
+func (l Loc) cacheKey() string { return l.Scheme + "/" + l.Bucket + "/" + l.Key }
+
+// dirPrefix is the key prefix of the directory at l ("" for a bucket root).
+func (l Loc) dirPrefix() string {
+	if l.Key == "" {
+		return ""
+	}
+	return l.Key + "/"
+}
+
+// parent returns the directory holding l, and l's base name.
+func (l Loc) parent() (Loc, string) {
+	i := strings.LastIndexByte(l.Key, '/')
+	if i < 0 {
+		return Loc{Scheme: l.Scheme, Bucket: l.Bucket}, l.Key
+	}
+	return Loc{Scheme: l.Scheme, Bucket: l.Bucket, Key: l.Key[:i]}, l.Key[i+1:]
+}
+
+func (l Loc) child(name string) Loc {
+	switch {
+	case l.isRoot():
+		return Loc{Scheme: name}
+	case l.isScheme():
+		return Loc{Scheme: l.Scheme, Bucket: name}
+	case l.Key == "":
+		return Loc{Scheme: l.Scheme, Bucket: l.Bucket, Key: name}
+	}
+	return Loc{Scheme: l.Scheme, Bucket: l.Bucket, Key: l.Key + "/" + name}
+}
+
+// store resolves the bucket of l and checks that it exists.
+func (fs *FS) store(ctx context.Context, l Loc) (objstore.Store, error) {
+	st, err := fs.deps.Resolve(ctx, l.Scheme, l.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	id := l.Scheme + "/" + l.Bucket
+	fs.mu.Lock()
+	b, ok := fs.buckets[id]
+	fs.mu.Unlock()
+	if ok && time.Now().Before(b.expires) {
+		return st, b.err
+	}
+	_, err = st.List(ctx, objstore.ListOptions{MaxKeys: 1, Delimiter: "/"})
+	if err != nil && !isFinal(err) {
+		return nil, err // transient: don't remember
+	}
+	fs.mu.Lock()
+	fs.buckets[id] = bucketState{err: err, expires: time.Now().Add(fs.opts.BucketTTL)}
+	fs.mu.Unlock()
+	return st, err
+}
+
+func isFinal(err error) bool {
+	return errIs(err, objstore.ErrNotFound) || errIs(err, objstore.ErrPermission)
+}
+
+// KnownBuckets lists the buckets of a scheme resolved so far.
+func (fs *FS) knownBuckets(scheme string) []string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []string
+	for id, b := range fs.buckets {
+		if b.err == nil && strings.HasPrefix(id, scheme+"/") {
+			out = append(out, strings.TrimPrefix(id, scheme+"/"))
+		}
+	}
+	return out
+}
+
+// logErr logs a backend failure once, with the path and the request id.
+func (fs *FS) logErr(op string, l Loc, err error) {
+	if err == nil || errIs(err, objstore.ErrNotFound) || isErrno(err) || errIs(err, context.Canceled) {
+		return
+	}
+	attrs := []any{"op", op, "path", l.URL(), "err", err.Error()}
+	var oe *objstore.Error
+	if errAs(err, &oe) {
+		attrs = append(attrs, "status", oe.Status, "request_id", oe.RequestID)
+	}
+	fs.log.Error(fmt.Sprintf("%s %s failed", op, l.URL()), attrs...)
+}

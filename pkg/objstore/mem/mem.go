@@ -262,7 +262,8 @@ func (r *reader) Info() objstore.ObjectInfo { return r.info }
 
 // Put stores size bytes of src under key. Errors wrap
 // objstore.ErrPrecondition when opts.IfAbsent or opts.IfVersion fail; an
-// object larger than Options.MaxSinglePut is a final 400 error.
+// object larger than Options.MaxSinglePut, or a src shorter than size, is a
+// final 400 error.
 func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
 	if err := validKey(key); err != nil {
 		return objstore.ObjectInfo{}, s.badRequest("Put", key, "InvalidKey", err)
@@ -272,7 +273,7 @@ func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64
 	}
 	data, err := readAll(src, size)
 	if err != nil {
-		return objstore.ObjectInfo{}, err
+		return objstore.ObjectInfo{}, s.badRequest("Put", key, "IncompleteBody", err)
 	}
 	if err := s.begin(ctx); err != nil {
 		return objstore.ObjectInfo{}, err
@@ -325,7 +326,8 @@ func (s *Store) Delete(ctx context.Context, key string, opts objstore.DeleteOpti
 	return nil
 }
 
-// readAll reads exactly size bytes of src.
+// readAll reads exactly size bytes of src. A short or failing source is
+// the caller's fault: callers report it as a final 400 IncompleteBody.
 func readAll(src io.ReaderAt, size int64) ([]byte, error) {
 	data := make([]byte, size)
 	if size == 0 {

@@ -98,7 +98,7 @@ func (u *upload) UploadPart(ctx context.Context, n int, src io.ReaderAt, size in
 	}
 	data, err := readAll(src, size)
 	if err != nil {
-		return err
+		return u.s.badRequest("UploadPart", u.key, "IncompleteBody", err)
 	}
 	if err := u.s.begin(ctx); err != nil {
 		return err

@@ -21,12 +21,15 @@ import (
 
 // GCSServer is a fake-gcs-server process serving the GCS JSON and XML APIs
 // over plain HTTP on loopback. It lives as long as the test binary.
+//
+// It keeps objects in memory: the filesystem backend stores an object as a
+// file named after its key, so it cannot hold both "a" and "a/b" (GCS can).
 type GCSServer struct {
 	// Host is "127.0.0.1:PORT", the value of STORAGE_EMULATOR_HOST.
 	Host string
 	// URL is "http://127.0.0.1:PORT".
 	URL string
-	// Dir holds the server's data and its log (server.log).
+	// Dir holds the server's log (server.log).
 	Dir string
 
 	seq atomic.Uint64 // bucket name counter
@@ -67,7 +70,7 @@ func startFakeGCS(bin string) (*GCSServer, error) {
 		host := "127.0.0.1:" + strconv.Itoa(port)
 		cmd := exec.Command(bin,
 			"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-			"-backend", "filesystem", "-filesystem-root", filepath.Join(dir, "data"),
+			"-backend", "memory",
 			"-public-host", host, "-external-url", "http://"+host,
 			"-log-level", "warn")
 		logFile := filepath.Join(dir, "server.log")

@@ -3,72 +3,89 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // CacheSnapshot is a point-in-time view of the block cache and its
-// readahead. supervise fills it from block.Stats (metrics does not import
-// the cache). Counters are totals since the cache was opened.
+// readahead. It mirrors block.Stats field for field (supervise converts
+// one into the other; metrics does not import the cache). Counters are
+// totals since the cache was opened.
 type CacheSnapshot struct {
-	Hits   int64 // block lookups served from disk
-	Misses int64 // block lookups that had to fetch
-	// HitBytes are bytes served to readers from cached blocks;
-	// NetworkBytes are bytes fetched from the object store into the cache.
-	HitBytes, NetworkBytes int64
-	// PrefetchedBytes are the part of NetworkBytes fetched ahead of reads
-	// (readahead and Prefetch).
-	PrefetchedBytes  int64
+	Hits             int64 // reads served without waiting for the network
+	Misses           int64 // reads that waited for at least one fetch
+	BytesFromCache   int64 // bytes returned to readers from cached blocks
+	BytesFromNetwork int64 // bytes returned to readers that had to be fetched first
+	BytesFetched     int64 // bytes downloaded from stores
+	PrefetchedBytes  int64 // of BytesFetched, downloaded ahead of reads
+	Fetches          int64 // ranged GETs started
+	FetchesInFlight  int64 // ranged GETs running now
+	QueuedFetches    int64 // fetches waiting for a worker
 	Evictions        int64 // blocks evicted
 	EvictedBytes     int64 // their bytes
-	ChecksumFailures int64 // blocks dropped because their checksum failed
-	CachedBytes      int64 // bytes of blocks on disk now
-	LimitBytes       int64 // the byte limit
-	FreeBytes        int64 // free space on the cache's file system
-	// ReadaheadWindowBytes is the largest readahead window of the open
-	// readers (0 when none reads sequentially).
-	ReadaheadWindowBytes int64
-	InflightFetches      int64 // ranged GETs running now
+	Corruptions      int64 // blocks dropped because their checksum failed
+	Blocks           int64 // blocks on disk
+	BytesCached      int64 // their on-disk size
+	MaxBytes         int64 // the byte limit
+	FreeBytes        int64 // free space of the cache's file system
+	ReadaheadWindow  int64 // sum of the open readers' readahead windows
+	MemoryInUse      int64 // bytes of fetch buffers allocated
+	OpenReaders      int64 // readers open now
 }
 
 // NewCache registers the block-cache collectors on reg; snap is called
 // once per scrape and must be safe for concurrent use and cheap:
 //
 //	ferry_cache_hits_total, ferry_cache_misses_total
-//	ferry_cache_hit_bytes_total, ferry_cache_network_bytes_total
+//	ferry_cache_hit_bytes_total, ferry_cache_miss_bytes_total
+//	ferry_cache_fetched_bytes_total, ferry_cache_fetches_total
+//	ferry_cache_inflight_fetches, ferry_cache_queued_fetches
 //	ferry_cache_evictions_total, ferry_cache_evicted_bytes_total
 //	ferry_cache_checksum_failures_total
-//	ferry_cache_cached_bytes, ferry_cache_limit_bytes, ferry_cache_disk_free_bytes
-//	ferry_cache_inflight_fetches
+//	ferry_cache_stored_blocks, ferry_cache_cached_bytes, ferry_cache_limit_bytes
+//	ferry_cache_disk_free_bytes, ferry_cache_buffer_bytes, ferry_cache_open_readers
 //	ferry_readahead_window_bytes, ferry_readahead_prefetched_bytes_total
 //
 // It panics, like prometheus.MustRegister, when reg already holds them.
 func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
 	type S = CacheSnapshot
+	f := func(v func(S) int64) func(S) float64 { return func(s S) float64 { return float64(v(s)) } }
 	reg.MustRegister(&snapshotCollector[S]{
 		snap: snap,
 		fields: []field[S]{
-			counterField("ferry_cache_hits_total", "Block lookups served from the disk cache.",
-				func(s S) float64 { return float64(s.Hits) }),
-			counterField("ferry_cache_misses_total", "Block lookups that fetched from the object store.",
-				func(s S) float64 { return float64(s.Misses) }),
-			counterField("ferry_cache_hit_bytes_total", "Bytes served to readers from cached blocks.",
-				func(s S) float64 { return float64(s.HitBytes) }),
-			counterField("ferry_cache_network_bytes_total", "Bytes fetched from the object store into the cache.",
-				func(s S) float64 { return float64(s.NetworkBytes) }),
-			counterField("ferry_cache_evictions_total", "Blocks evicted (byte limit or free-space floor).",
-				func(s S) float64 { return float64(s.Evictions) }),
-			counterField("ferry_cache_evicted_bytes_total", "Bytes of evicted blocks.",
-				func(s S) float64 { return float64(s.EvictedBytes) }),
-			counterField("ferry_cache_checksum_failures_total", "Blocks dropped because their checksum failed.",
-				func(s S) float64 { return float64(s.ChecksumFailures) }),
-			gaugeField("ferry_cache_cached_bytes", "Bytes of blocks on disk.",
-				func(s S) float64 { return float64(s.CachedBytes) }),
-			gaugeField("ferry_cache_limit_bytes", "Byte limit of the block cache.",
-				func(s S) float64 { return float64(s.LimitBytes) }),
-			gaugeField("ferry_cache_disk_free_bytes", "Free space on the cache's file system.",
-				func(s S) float64 { return float64(s.FreeBytes) }),
+			counterField("ferry_cache_hits_total", "Reads served from the disk cache without waiting for the network.",
+				f(func(s S) int64 { return s.Hits })),
+			counterField("ferry_cache_misses_total", "Reads that waited for at least one fetch.",
+				f(func(s S) int64 { return s.Misses })),
+			counterField("ferry_cache_hit_bytes_total", "Bytes returned to readers from cached blocks.",
+				f(func(s S) int64 { return s.BytesFromCache })),
+			counterField("ferry_cache_miss_bytes_total", "Bytes returned to readers that had to be fetched first.",
+				f(func(s S) int64 { return s.BytesFromNetwork })),
+			counterField("ferry_cache_fetched_bytes_total", "Bytes downloaded from the object store into the cache.",
+				f(func(s S) int64 { return s.BytesFetched })),
+			counterField("ferry_cache_fetches_total", "Ranged GETs started by the cache.",
+				f(func(s S) int64 { return s.Fetches })),
 			gaugeField("ferry_cache_inflight_fetches", "Ranged GETs running now.",
-				func(s S) float64 { return float64(s.InflightFetches) }),
-			gaugeField("ferry_readahead_window_bytes", "Largest readahead window of the open readers.",
-				func(s S) float64 { return float64(s.ReadaheadWindowBytes) }),
+				f(func(s S) int64 { return s.FetchesInFlight })),
+			gaugeField("ferry_cache_queued_fetches", "Fetches waiting for a worker.",
+				f(func(s S) int64 { return s.QueuedFetches })),
+			counterField("ferry_cache_evictions_total", "Blocks evicted (byte limit or free-space floor).",
+				f(func(s S) int64 { return s.Evictions })),
+			counterField("ferry_cache_evicted_bytes_total", "Bytes of evicted blocks.",
+				f(func(s S) int64 { return s.EvictedBytes })),
+			counterField("ferry_cache_checksum_failures_total", "Blocks dropped because their checksum failed.",
+				f(func(s S) int64 { return s.Corruptions })),
+			gaugeField("ferry_cache_stored_blocks", "Blocks on disk.",
+				f(func(s S) int64 { return s.Blocks })),
+			gaugeField("ferry_cache_cached_bytes", "On-disk bytes of cached blocks.",
+				f(func(s S) int64 { return s.BytesCached })),
+			gaugeField("ferry_cache_limit_bytes", "Byte limit of the block cache.",
+				f(func(s S) int64 { return s.MaxBytes })),
+			gaugeField("ferry_cache_disk_free_bytes", "Free space on the cache's file system.",
+				f(func(s S) int64 { return s.FreeBytes })),
+			gaugeField("ferry_cache_buffer_bytes", "Bytes of fetch buffers in RAM.",
+				f(func(s S) int64 { return s.MemoryInUse })),
+			gaugeField("ferry_cache_open_readers", "Cache readers open now.",
+				f(func(s S) int64 { return s.OpenReaders })),
+			gaugeField("ferry_readahead_window_bytes", "Sum of the open readers' readahead windows.",
+				f(func(s S) int64 { return s.ReadaheadWindow })),
 			counterField("ferry_readahead_prefetched_bytes_total", "Bytes fetched ahead of reads (readahead and prefetch).",
-				func(s S) float64 { return float64(s.PrefetchedBytes) }),
+				f(func(s S) int64 { return s.PrefetchedBytes })),
 		},
 	})
 }

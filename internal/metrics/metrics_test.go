@@ -200,28 +200,35 @@ func TestCache(t *testing.T) {
 	})
 	mu.Lock()
 	snap = CacheSnapshot{
-		Hits: 5, Misses: 2, HitBytes: 5 << 20, NetworkBytes: 2 << 20, PrefetchedBytes: 1 << 20,
-		Evictions: 1, EvictedBytes: 1 << 20, ChecksumFailures: 1, CachedBytes: 6 << 20,
-		LimitBytes: 1 << 30, FreeBytes: 10 << 30, ReadaheadWindowBytes: 8 << 20, InflightFetches: 4,
+		Hits: 1, Misses: 2, BytesFromCache: 3, BytesFromNetwork: 4, BytesFetched: 5,
+		PrefetchedBytes: 6, Fetches: 7, FetchesInFlight: 8, QueuedFetches: 9, Evictions: 10,
+		EvictedBytes: 11, Corruptions: 12, Blocks: 13, BytesCached: 14, MaxBytes: 15,
+		FreeBytes: 16, ReadaheadWindow: 17, MemoryInUse: 18, OpenReaders: 19,
 	}
 	mu.Unlock()
 	tests := []struct {
 		name string
 		want float64
 	}{
-		{"ferry_cache_hits_total", 5},
+		{"ferry_cache_hits_total", 1},
 		{"ferry_cache_misses_total", 2},
-		{"ferry_cache_hit_bytes_total", 5 << 20},
-		{"ferry_cache_network_bytes_total", 2 << 20},
-		{"ferry_cache_evictions_total", 1},
-		{"ferry_cache_evicted_bytes_total", 1 << 20},
-		{"ferry_cache_checksum_failures_total", 1},
-		{"ferry_cache_cached_bytes", 6 << 20},
-		{"ferry_cache_limit_bytes", 1 << 30},
-		{"ferry_cache_disk_free_bytes", 10 << 30},
-		{"ferry_cache_inflight_fetches", 4},
-		{"ferry_readahead_window_bytes", 8 << 20},
-		{"ferry_readahead_prefetched_bytes_total", 1 << 20},
+		{"ferry_cache_hit_bytes_total", 3},
+		{"ferry_cache_miss_bytes_total", 4},
+		{"ferry_cache_fetched_bytes_total", 5},
+		{"ferry_readahead_prefetched_bytes_total", 6},
+		{"ferry_cache_fetches_total", 7},
+		{"ferry_cache_inflight_fetches", 8},
+		{"ferry_cache_queued_fetches", 9},
+		{"ferry_cache_evictions_total", 10},
+		{"ferry_cache_evicted_bytes_total", 11},
+		{"ferry_cache_checksum_failures_total", 12},
+		{"ferry_cache_stored_blocks", 13},
+		{"ferry_cache_cached_bytes", 14},
+		{"ferry_cache_limit_bytes", 15},
+		{"ferry_cache_disk_free_bytes", 16},
+		{"ferry_readahead_window_bytes", 17},
+		{"ferry_cache_buffer_bytes", 18},
+		{"ferry_cache_open_readers", 19},
 	}
 	for _, tt := range tests {
 		if got, ok := value(t, reg, tt.name, nil); !ok || got != tt.want {
@@ -247,7 +254,7 @@ func TestNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string]bool{"op": true, "backend": true, "result": true}
-	units := []string{"_total", "_bytes", "_seconds", "_files", "_fetches", "_bytes_per_second", "_draining"}
+	units := []string{"_total", "_bytes", "_seconds", "_files", "_fetches", "_blocks", "_readers", "_bytes_per_second", "_draining"}
 	if len(fams) < 20 {
 		t.Errorf("only %d families", len(fams))
 	}

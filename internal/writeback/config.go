@@ -1,0 +1,138 @@
+package writeback
+
+import (
+	"context"
+	"log/slog"
+	"path"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Target names one object: a key in a bucket of a backend.
+type Target struct {
+	Scheme string `json:"scheme"` // "s3", "gs" or "az"
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+}
+
+// String returns the target as a URL, e.g. "s3://bucket/key".
+func (t Target) String() string { return t.Scheme + "://" + t.Bucket + "/" + t.Key }
+
+// dir returns the directory of t's key (up to and including the last '/').
+func (t Target) dir() string {
+	d := path.Dir(t.Key)
+	if d == "." {
+		return ""
+	}
+	return d + "/"
+}
+
+// sameBucket reports whether u lives in the same bucket as t.
+func (t Target) sameBucket(u Target) bool { return t.Scheme == u.Scheme && t.Bucket == u.Bucket }
+
+// StoreResolver returns the (retry-decorated) store of one bucket.
+type StoreResolver func(ctx context.Context, scheme, bucket string) (objstore.Store, error)
+
+// Metadata keys written on uploaded objects. The values match what the vfs
+// parses: mode in octal, mtime in Unix nanoseconds.
+const (
+	MetaSymlink = "ferry-symlink"
+	MetaMode    = "ferry-mode"
+	MetaMtime   = "ferry-mtime"
+)
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultConcurrency  = 16
+	DefaultPartSize     = 16 << 20
+	DefaultMinFreeBytes = 256 << 20
+	defaultRetryMin     = 250 * time.Millisecond
+	defaultRetryMax     = 30 * time.Second
+)
+
+// Config tunes a Manager. Zero fields take the documented defaults.
+type Config struct {
+	// Dir is the staging root; it is created 0700 and holds one journal
+	// record (<id>.json) and one data file (<id>.data, 0600) per dirty file.
+	Dir string
+	// Concurrency bounds data-carrying upload requests (parts and objects of
+	// at least 1 MiB) across all files. Default 16.
+	Concurrency int
+	// SmallConcurrency bounds the other requests (small Puts, CopyPart,
+	// Copy, Complete, Delete), which cost latency rather than bandwidth.
+	// Default 4 × Concurrency.
+	SmallConcurrency int
+	// PartSize is the base multipart part size; it grows with the file
+	// (objstore.PartSize) so that MaxParts parts reach the backend maximum.
+	// Default 16 MiB.
+	PartSize int64
+	// StreamAfter: once a file grows past it, its full parts are uploaded
+	// while the writer is still writing. Default PartSize; < 0 disables.
+	StreamAfter int64
+	// MinFreeBytes: a write that would leave less free space on the staging
+	// disk fails with syscall.ENOSPC. Default 256 MiB; < 0 disables.
+	MinFreeBytes int64
+	// OrderLast, when it returns true for a key, makes that file upload only
+	// after every other dirty file in the same directory (same scheme,
+	// bucket and key prefix up to the last '/') is durable.
+	OrderLast func(key string) bool
+	// PutOptions returns extra options (tags, metadata) for an upload.
+	PutOptions func(t Target) objstore.PutOptions
+	// Logger receives warnings and drain failures; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// FreeSpace returns the bytes available on the staging disk; default
+	// statfs(Dir). Tests inject it.
+	FreeSpace func() (int64, error)
+	// SyncJournal fsyncs data files and journal records (and the directory)
+	// before a close is acknowledged. Without it, staged data survives a
+	// kill of the process (it is in the page cache) but not a kernel crash.
+	SyncJournal bool
+	// RetryMin and RetryMax bound the backoff between failed upload
+	// attempts of one file (defaults 250ms and 30s).
+	RetryMin, RetryMax time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.SmallConcurrency <= 0 {
+		c.SmallConcurrency = 4 * c.Concurrency
+	}
+	if c.PartSize <= 0 {
+		c.PartSize = DefaultPartSize
+	}
+	if c.StreamAfter == 0 {
+		c.StreamAfter = c.PartSize
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = defaultRetryMin
+	}
+	if c.RetryMax < c.RetryMin {
+		c.RetryMax = max(defaultRetryMax, c.RetryMin)
+	}
+	return c
+}
+
+// Stats is a snapshot of the upload queue, for metrics and the exit summary.
+type Stats struct {
+	PendingFiles    int           // dirty files not yet durable
+	PendingBytes    int64         // their total size
+	OldestPending   time.Duration // age of the oldest not-yet-durable modification
+	UploadedBytes   int64         // bytes sent in Put and UploadPart requests
+	UploadedObjects int64         // objects made durable
+	Retries         int64         // failed attempts that were retried
+	Failures        int64         // attempts that failed with a final error
+}

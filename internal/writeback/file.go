@@ -1,0 +1,410 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// errRelease is returned by Release without a matching Acquire.
+var errRelease = errors.New("writeback: Release without Acquire")
+
+// File is one dirty (or open) file: staged bytes on local disk plus,
+// optionally, a base object whose bytes fill the ranges never written.
+// All methods are safe for concurrent use.
+//
+// Lock order: jmu, then Manager.mu, then mu.
+type File struct {
+	m  *Manager
+	id string
+
+	// jmu serializes this file's journal writes so that an older snapshot
+	// never replaces a newer one, and a dropped file's record is never
+	// written again.
+	jmu sync.Mutex
+
+	// mu guards every field below.
+	mu      sync.Mutex
+	target  Target
+	refs    int      // open handles (Acquire − Release)
+	fd      *os.File // staging data, opened lazily; nil for symlinks and stubs
+	hasData bool     // has a data file (false for symlinks and stubs)
+	size    int64
+	mode    uint32
+	mtime   time.Time
+	// mtimeSet: SetModTime was called, so the mtime is stored as metadata.
+	mtimeSet bool
+	symlink  string
+	// base is the object the clean ranges come from; bytes at or past
+	// baseLimit are not the base's (they were truncated away).
+	base      *objstore.ObjectInfo
+	baseLimit int64
+	dirty     rangeSet // written since the base: only in the data file
+	valid     rangeSet // ⊇ dirty: the data file holds the true bytes here
+	// Generations: gen counts modifications; the others record the gen
+	// that was closed (journaled as closed), made durable, asked to sync,
+	// and the gen of the last metadata change.
+	gen, closedGen, durableGen, syncGen, metaGen uint64
+	truncMin                                     int64  // smallest truncation since the running attempt's snapshot
+	version                                      string // version of the last upload
+	journaled                                    string // state of the record on disk; "" when none
+	since                                        time.Time
+	live                                         bool // registered in Manager.byID
+	removed                                      bool // unlinked (or replaced); uploads nothing more
+	dropped                                      bool // durable and released: staging deleted, base is the object
+	uploads                                      []uploadRec
+	// deleteAfter: keys to delete once this file is durable (renamed from).
+	deleteAfter []deleteRec
+	stream      *stream
+	noStream    bool // the store cannot stream (no Multipart)
+	uploading   bool // the upload loop goroutine is running
+	kickCh      chan struct{}
+	cancel      context.CancelCauseFunc // cancels the running attempt
+	lastErr     error
+	failedGen   uint64        // gen covered by the last failed attempt
+	final       bool          // lastErr is final: no retry until kicked
+	done        chan struct{} // closed and replaced after every attempt
+	stageErr    error         // a staging write failed; reported by Flush/Release
+	corrupt     error         // recovery found the staging data unusable
+}
+
+func (m *Manager) newFile(t Target) *File {
+	now := m.cfg.Now()
+	return &File{
+		m:      m,
+		id:     m.newID(),
+		target: t,
+		mtime:  now,
+		since:  now,
+		kickCh: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+}
+
+// Target returns the file's current name.
+func (f *File) Target() Target {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.target
+}
+
+// Size returns the file's logical size.
+func (f *File) Size() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// ModTime returns the last modification time (or the time set).
+func (f *File) ModTime() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mtime
+}
+
+// Mode returns the permission bits.
+func (f *File) Mode() uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mode
+}
+
+// Symlink returns the link target, or "" for a regular file.
+func (f *File) Symlink() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.symlink
+}
+
+// Durable reports whether every modification is in the bucket.
+func (f *File) Durable() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen == f.durableGen
+}
+
+// Version returns the object version of the last upload ("" before one).
+func (f *File) Version() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.version
+}
+
+// SetMode changes the permission bits, stored as metadata on upload.
+func (f *File) SetMode(mode uint32) {
+	f.modifyMeta(func() { f.mode = mode })
+}
+
+// SetModTime changes the modification time, stored as metadata on upload.
+func (f *File) SetModTime(t time.Time) {
+	f.modifyMeta(func() { f.mtime, f.mtimeSet = t, true })
+}
+
+func (f *File) modifyMeta(set func()) {
+	f.ensureLive()
+	f.mu.Lock()
+	set()
+	f.touchLocked()
+	f.metaGen = f.gen
+	f.mu.Unlock()
+	f.afterModify()
+}
+
+// touchLocked records a modification.
+func (f *File) touchLocked() {
+	if f.gen == f.durableGen {
+		f.since = f.m.cfg.Now()
+	}
+	f.gen++
+}
+
+// afterModify journals the first modification of a closed file as open,
+// and closes at once a file modified without any handle (setattr on a path).
+func (f *File) afterModify() {
+	f.mu.Lock()
+	refs, live, journaled := f.refs, f.live && !f.removed, f.journaled
+	f.mu.Unlock()
+	switch {
+	case !live:
+	case refs == 0:
+		_ = f.commitClose() // the upload runs anyway; no handle to report to
+	case journaled != stateOpen:
+		if err := f.writeRecord(); err != nil {
+			f.m.log.Warn("writeback: journal", "path", f.Target().String(), "err", err)
+		}
+	}
+}
+
+// metadata returns the user metadata to upload (caller holds mu).
+func (f *File) metadataLocked() map[string]string {
+	md := map[string]string{}
+	if f.base != nil {
+		maps.Copy(md, f.base.Metadata)
+	}
+	delete(md, MetaSymlink)
+	if f.symlink != "" {
+		md[MetaSymlink] = f.symlink
+	}
+	if f.mode != 0 {
+		md[MetaMode] = strconv.FormatUint(uint64(f.mode&0o7777), 8)
+	}
+	if f.mtimeSet {
+		md[MetaMtime] = strconv.FormatInt(f.mtime.UnixNano(), 10)
+	}
+	return md
+}
+
+// Acquire counts an open handle. Every Acquire needs one Release.
+func (f *File) Acquire() {
+	f.m.mu.Lock()
+	f.mu.Lock()
+	f.refs++
+	if f.dropped {
+		f.resurrectLocked()
+	}
+	if f.fd == nil && f.hasData {
+		_, _ = f.openDataLocked() // an error is kept in stageErr
+	}
+	f.mu.Unlock()
+	f.m.mu.Unlock()
+}
+
+// Release ends a handle. The last Release of a modified file journals it as
+// closed (its bytes are staged) and queues its upload; it returns any
+// staging error seen since the previous Flush or Release.
+func (f *File) Release() error {
+	f.mu.Lock()
+	if f.refs <= 0 {
+		f.mu.Unlock()
+		return errRelease
+	}
+	f.refs--
+	err := f.stageErr
+	f.stageErr = nil
+	if f.refs > 0 {
+		f.mu.Unlock()
+		return err
+	}
+	active := f.live && !f.removed
+	modified := active && f.gen > f.durableGen
+	if f.removed && f.fd != nil {
+		f.fd.Close()
+		f.fd = nil
+	}
+	f.mu.Unlock()
+	switch {
+	case modified:
+		if jerr := f.commitClose(); err == nil {
+			err = jerr
+		}
+	case active:
+		if !f.tryFinish() {
+			f.kick()
+		}
+	}
+	return err
+}
+
+// Flush journals the file as closed (the application closed a descriptor)
+// without ending the handle, so that a kill before the kernel's release
+// still finds it; it returns any staging error.
+func (f *File) Flush() error {
+	f.mu.Lock()
+	need := f.live && !f.removed && f.gen > f.durableGen && f.gen > f.closedGen
+	err := f.stageErr
+	f.mu.Unlock()
+	if need {
+		if jerr := f.closeRecordOnly(); err == nil {
+			err = jerr
+		}
+	}
+	return err
+}
+
+// commitClose journals the file as closed and queues its upload.
+func (f *File) commitClose() error {
+	err := f.closeRecordOnly()
+	f.kick()
+	return err
+}
+
+func (f *File) closeRecordOnly() error {
+	f.jmu.Lock()
+	defer f.jmu.Unlock()
+	f.mu.Lock()
+	if !f.live || f.removed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closedGen = f.gen
+	fd := f.fd
+	f.mu.Unlock()
+	if f.m.cfg.SyncJournal && fd != nil {
+		if err := fd.Sync(); err != nil {
+			return err
+		}
+	}
+	return f.writeRecordLocked()
+}
+
+// writeRecord writes the file's current state to the journal.
+func (f *File) writeRecord() error {
+	f.jmu.Lock()
+	defer f.jmu.Unlock()
+	return f.writeRecordLocked()
+}
+
+// writeRecordLocked is writeRecord with jmu held.
+func (f *File) writeRecordLocked() error {
+	f.mu.Lock()
+	if !f.live {
+		f.mu.Unlock()
+		return nil
+	}
+	r := f.recordLocked()
+	f.mu.Unlock()
+	if err := f.m.j.write(r); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.journaled = r.State
+	f.mu.Unlock()
+	return nil
+}
+
+// recordLocked builds the journal record of the current state.
+func (f *File) recordLocked() *record {
+	r := &record{
+		V:           recordVersion,
+		ID:          f.id,
+		Seq:         f.m.seq.Add(1),
+		Target:      f.target,
+		Size:        f.size,
+		Mode:        f.mode,
+		MtimeNs:     f.mtime.UnixNano(),
+		MtimeSet:    f.mtimeSet,
+		Symlink:     f.symlink,
+		Uploads:     append([]uploadRec(nil), f.uploads...),
+		DeleteAfter: append([]deleteRec(nil), f.deleteAfter...),
+	}
+	switch {
+	case f.removed && len(f.deleteAfter) > 0, !f.removed && f.gen == f.durableGen && len(f.deleteAfter) > 0:
+		r.State = stateUploaded
+	case f.removed:
+		r.State = stateDiscarded
+	case f.closedGen == f.gen && f.gen > f.durableGen:
+		r.State = stateClosed
+	default:
+		r.State = stateOpen
+	}
+	if f.base != nil {
+		r.Base = &baseRec{Key: f.base.Key, Version: f.base.Version, Size: f.base.Size, Limit: f.baseLimit, Metadata: f.base.Metadata}
+		r.Dirty = f.dirty.pairs()
+	}
+	return r
+}
+
+// openDataLocked opens the staging data file.
+func (f *File) openDataLocked() (*os.File, error) {
+	if f.fd != nil {
+		return f.fd, nil
+	}
+	fd, err := os.OpenFile(f.m.j.dataPath(f.id), os.O_RDWR, 0o600)
+	if err != nil {
+		if f.stageErr == nil {
+			f.stageErr = err
+		}
+		return nil, err
+	}
+	f.fd = fd
+	return fd, nil
+}
+
+// resurrectLocked brings back a dropped file (durable, staging deleted)
+// that a stale pointer modifies or opens again: its base is the object, its
+// staging an empty sparse file. Caller holds Manager.mu and mu.
+func (f *File) resurrectLocked() {
+	f.dropped = false
+	fd, err := os.OpenFile(f.m.j.dataPath(f.id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		err = fd.Truncate(f.size)
+	}
+	if err != nil {
+		f.stageErr = err
+	}
+	f.fd = fd
+	f.valid, f.dirty = nil, nil
+	f.journaled = ""
+	if _, taken := f.m.files[f.target]; taken {
+		// The name was reused meanwhile: this is an unlinked file now.
+		f.removed = true
+		os.Remove(f.m.j.dataPath(f.id))
+		return
+	}
+	f.live = true
+	f.m.byID[f.id] = f
+	f.m.files[f.target] = f
+}
+
+// ensureLive resurrects a dropped file before a modification.
+func (f *File) ensureLive() {
+	f.mu.Lock()
+	dropped := f.dropped
+	f.mu.Unlock()
+	if !dropped {
+		return
+	}
+	f.m.mu.Lock()
+	f.mu.Lock()
+	if f.dropped {
+		f.resurrectLocked()
+	}
+	f.mu.Unlock()
+	f.m.mu.Unlock()
+}

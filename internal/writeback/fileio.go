@@ -1,0 +1,270 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// fillChunk bounds the memory of copying base bytes into the staging file.
+const fillChunk = 1 << 20
+
+func timeFromNs(ns int64) time.Time { return time.Unix(0, ns) }
+
+// WriteAt writes p at off into the staging file. When the staging disk is
+// (nearly) full it fails with an error wrapping syscall.ENOSPC and nothing
+// staged before is lost. Writing a symlink fails with syscall.EINVAL.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := f.m.space.reserve(int64(len(p))); err != nil {
+		return 0, err
+	}
+	f.ensureLive()
+	f.mu.Lock()
+	if !f.hasData {
+		f.mu.Unlock()
+		return 0, syscall.EINVAL
+	}
+	fd, err := f.openDataLocked()
+	if err != nil {
+		f.mu.Unlock()
+		return 0, err
+	}
+	n, err := fd.WriteAt(p, off)
+	if n > 0 {
+		end := off + int64(n)
+		f.dirty = f.dirty.add(off, end)
+		f.valid = f.valid.add(off, end)
+		f.size = max(f.size, end)
+		f.mtime = f.m.cfg.Now()
+		f.touchLocked()
+		f.streamWriteLocked(off, end)
+	}
+	if err != nil && !errors.Is(err, syscall.ENOSPC) && f.stageErr == nil {
+		f.stageErr = err
+	}
+	after := n > 0 && f.live && !f.removed && (f.refs == 0 || f.journaled != stateOpen)
+	f.mu.Unlock()
+	if after {
+		f.afterModify()
+	}
+	return n, err
+}
+
+// Truncate sets the file's size; bytes past a shrink read as zeros if the
+// file grows again.
+func (f *File) Truncate(size int64) error {
+	if size < 0 {
+		return syscall.EINVAL
+	}
+	f.ensureLive()
+	f.mu.Lock()
+	if !f.hasData {
+		f.mu.Unlock()
+		return syscall.EINVAL
+	}
+	fd, err := f.openDataLocked()
+	if err == nil {
+		err = fd.Truncate(size)
+	}
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if size < f.size {
+		f.dirty = f.dirty.cut(size)
+		f.valid = f.valid.cut(size)
+		f.baseLimit = min(f.baseLimit, size)
+		f.truncMin = min(f.truncMin, size)
+		f.streamTruncateLocked(size)
+	}
+	f.size = size
+	f.mtime = f.m.cfg.Now()
+	f.touchLocked()
+	f.mu.Unlock()
+	f.afterModify()
+	return nil
+}
+
+// ReadAt reads the file's current content (staged writes over the base
+// object). It returns io.EOF at the end of the file.
+func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	for try := 0; ; try++ {
+		n, retry, err := f.readOnce(ctx, p, off)
+		if !retry || try >= 3 {
+			return n, err
+		}
+	}
+}
+
+// readOnce reads local bytes under the lock and base bytes after it;
+// retry is true when the base changed meanwhile (it was re-uploaded).
+func (f *File) readOnce(ctx context.Context, p []byte, off int64) (n int, retry bool, err error) {
+	f.mu.Lock()
+	if off >= f.size || !f.hasData {
+		f.mu.Unlock()
+		return 0, false, io.EOF
+	}
+	end := min(off+int64(len(p)), f.size)
+	var remote []span
+	var base objstore.ObjectInfo
+	if f.base != nil && off < f.baseLimit {
+		base = *f.base
+		lim := min(end, f.baseLimit)
+		if f.dropped {
+			remote = []span{{off, lim}}
+		} else {
+			remote = f.valid.gaps(off, lim)
+		}
+	}
+	local := rangeSet(nil).add(off, end)
+	for _, r := range remote { // local = [off,end) − remote
+		local = subtract(local, r)
+	}
+	if len(local) > 0 {
+		fd, err := f.openDataLocked()
+		if err != nil {
+			f.mu.Unlock()
+			return 0, false, err
+		}
+		for _, r := range local {
+			b := p[r.Off-off : r.End-off]
+			k, err := fd.ReadAt(b, r.Off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				f.mu.Unlock()
+				return 0, false, err
+			}
+			clear(b[k:]) // a sparse tail
+		}
+	}
+	t := f.target
+	f.mu.Unlock()
+	for _, r := range remote {
+		if err := f.m.readBase(ctx, t, base, p[r.Off-off:r.End-off], r.Off); err != nil {
+			if errors.Is(err, objstore.ErrPrecondition) {
+				f.mu.Lock()
+				changed := f.base == nil || f.base.Version != base.Version || f.base.Key != base.Key
+				f.mu.Unlock()
+				if changed {
+					return 0, true, err
+				}
+			}
+			return 0, false, err
+		}
+	}
+	n = int(end - off)
+	if n < len(p) {
+		return n, false, io.EOF
+	}
+	return n, false, nil
+}
+
+// subtract returns s − r.
+func subtract(s rangeSet, r span) rangeSet {
+	var out rangeSet
+	for _, x := range s {
+		if x.End <= r.Off || x.Off >= r.End {
+			out = append(out, x)
+			continue
+		}
+		if x.Off < r.Off {
+			out = append(out, span{x.Off, r.Off})
+		}
+		if x.End > r.End {
+			out = append(out, span{r.End, x.End})
+		}
+	}
+	return out
+}
+
+// readBase reads len(p) bytes of base at off into p.
+func (m *Manager) readBase(ctx context.Context, t Target, base objstore.ObjectInfo, p []byte, off int64) error {
+	st, err := m.resolve(ctx, t.Scheme, t.Bucket)
+	if err != nil {
+		return err
+	}
+	rd, err := st.NewReader(ctx, base.Key, off, int64(len(p)), objstore.ReadOptions{IfVersion: base.Version})
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	if _, err := io.ReadFull(rd, p); err != nil {
+		return fmt.Errorf("writeback: read base %s at %d: %w", base.Key, off, err)
+	}
+	return nil
+}
+
+// errBaseChanged: the file's base changed while its bytes were copied.
+var errBaseChanged = errors.New("writeback: base object changed during the upload")
+
+// fill copies the base's bytes of ranges into the staging file, skipping
+// bytes written meanwhile, so that the staging file alone holds them.
+// Memory is bounded by fillChunk.
+func (f *File) fill(ctx context.Context, st objstore.Store, base objstore.ObjectInfo, ranges []span) error {
+	if len(ranges) == 0 {
+		return nil
+	}
+	var longest int64
+	for _, r := range ranges {
+		longest = max(longest, r.End-r.Off)
+	}
+	buf := make([]byte, min(fillChunk, longest))
+	for _, r := range ranges {
+		rd, err := st.NewReader(ctx, base.Key, r.Off, r.End-r.Off, objstore.ReadOptions{IfVersion: base.Version})
+		if err != nil {
+			return err
+		}
+		err = f.fillFrom(rd, base, r, buf)
+		rd.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *File) fillFrom(rd io.Reader, base objstore.ObjectInfo, r span, buf []byte) error {
+	for off := r.Off; off < r.End; {
+		n := min(int64(len(buf)), r.End-off)
+		b := buf[:n]
+		if _, err := io.ReadFull(rd, b); err != nil {
+			return fmt.Errorf("writeback: read base %s at %d: %w", base.Key, off, err)
+		}
+		if err := f.m.space.reserve(n); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		if f.base == nil || f.base.Key != base.Key || f.base.Version != base.Version {
+			f.mu.Unlock()
+			return errBaseChanged
+		}
+		fd, err := f.openDataLocked()
+		if err != nil {
+			f.mu.Unlock()
+			return err
+		}
+		for _, g := range f.valid.gaps(off, min(off+n, f.baseLimit, f.size)) {
+			if _, err := fd.WriteAt(b[g.Off-off:g.End-off], g.Off); err != nil {
+				f.mu.Unlock()
+				return err
+			}
+			f.valid = f.valid.add(g.Off, g.End)
+		}
+		f.mu.Unlock()
+		off += n
+	}
+	return nil
+}

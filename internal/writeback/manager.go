@@ -1,0 +1,373 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Manager owns the dirty files of every bucket, their journal and their
+// uploads. All methods are safe for concurrent use.
+type Manager struct {
+	cfg     Config
+	resolve StoreResolver
+	log     *slog.Logger
+	j       *journal
+	space   *spaceBudget
+	big     chan struct{} // semaphore: data-carrying requests (Concurrency)
+	small   chan struct{} // semaphore: other requests (SmallConcurrency)
+
+	// ctx is cancelled by Close only (not by New's ctx): uploads outlive
+	// the signal that starts the drain.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	idPrefix string
+	idSeq    atomic.Uint64
+	seq      atomic.Uint64 // journal record sequence
+
+	// gmu guards closed and wg.Add; it is a leaf lock.
+	gmu    sync.Mutex
+	closed bool
+	wg     sync.WaitGroup // every goroutine of the manager
+
+	// chMu guards changed; it is a leaf lock.
+	chMu    sync.Mutex
+	changed chan struct{} // closed and replaced by notify
+
+	// mu guards the maps and stopped. Lock order: File.jmu, mu, File.mu.
+	mu       sync.Mutex
+	files    map[Target]*File // the namespace: dirty or open files by name
+	byID     map[string]*File // every live file, including stubs
+	deleting map[Target]int   // deletes in flight; uploads to these keys wait
+	stopped  bool
+
+	uploadedBytes, uploadedObjects, retries, failures atomic.Int64
+}
+
+// New opens (creating it) the staging directory cfg.Dir, takes its lock,
+// and recovers the journal of an earlier process: closed files are queued
+// for upload, multipart uploads it recorded are aborted, files it had not
+// closed are discarded with a warning. Uploads run in the background until
+// Close; ctx only carries values (its cancellation does not stop them).
+func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, error) {
+	cfg = cfg.withDefaults()
+	if resolve == nil {
+		return nil, errors.New("writeback: nil StoreResolver")
+	}
+	j, err := openJournal(cfg.Dir, cfg.SyncJournal)
+	if err != nil {
+		return nil, err
+	}
+	free := cfg.FreeSpace
+	if free == nil {
+		free = statfsFree(cfg.Dir)
+	}
+	m := &Manager{
+		cfg:      cfg,
+		resolve:  resolve,
+		log:      cfg.Logger,
+		j:        j,
+		space:    &spaceBudget{free: free, min: cfg.MinFreeBytes},
+		big:      make(chan struct{}, cfg.Concurrency),
+		small:    make(chan struct{}, cfg.SmallConcurrency),
+		idPrefix: strconv.FormatInt(cfg.Now().UnixNano(), 36),
+		changed:  make(chan struct{}),
+		files:    map[Target]*File{},
+		byID:     map[string]*File{},
+		deleting: map[Target]int{},
+	}
+	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := m.recover(); err != nil {
+		m.cancel()
+		j.close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Manager) newID() string {
+	return m.idPrefix + "-" + strconv.FormatUint(m.idSeq.Add(1), 10)
+}
+
+// goFn runs fn in a goroutine owned by the manager; false after Close.
+func (m *Manager) goFn(fn func()) bool {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// notify wakes everyone waiting for a change of pending state.
+func (m *Manager) notify() {
+	m.chMu.Lock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.chMu.Unlock()
+}
+
+func (m *Manager) changedCh() <-chan struct{} {
+	m.chMu.Lock()
+	defer m.chMu.Unlock()
+	return m.changed
+}
+
+// Create makes a new, empty dirty file at t (O_CREAT, O_TRUNC), replacing
+// any dirty file there (its upload is cancelled). The file has no handle:
+// call Acquire for each open handle. It returns syscall.EROFS after Stop.
+func (m *Manager) Create(t Target, mode uint32) (*File, error) {
+	if t.Key == "" {
+		return nil, syscall.EINVAL
+	}
+	f := m.newFile(t)
+	f.mode, f.hasData, f.gen = mode, true, 1
+	fd, err := os.OpenFile(m.j.dataPath(f.id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
+	}
+	f.fd = fd
+	if err := m.publish(f); err != nil {
+		fd.Close()
+		os.Remove(m.j.dataPath(f.id))
+		return nil, err
+	}
+	if err := f.writeRecord(); err != nil {
+		m.log.Warn("writeback: journal", "path", t.String(), "err", err)
+	}
+	return f, nil
+}
+
+// OpenBase returns the dirty file at t if there is one; otherwise it makes
+// the existing object base a file whose clean content is read (never
+// eagerly downloaded) from base.Key at base.Version, and whose changes are
+// staged. It returns syscall.EROFS after Stop.
+func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectInfo) (*File, error) {
+	if t.Key == "" {
+		return nil, syscall.EINVAL
+	}
+	if f := m.Get(t); f != nil {
+		return f, nil
+	}
+	f := m.newFile(t)
+	b := base
+	if b.Key == "" {
+		b.Key = t.Key
+	}
+	f.base, f.baseLimit, f.size, f.hasData = &b, b.Size, b.Size, true
+	f.mode = 0o644
+	if v, err := strconv.ParseUint(b.Metadata[MetaMode], 8, 32); err == nil {
+		f.mode = uint32(v)
+	}
+	if !b.ModTime.IsZero() {
+		f.mtime = b.ModTime
+	}
+	if ns, err := strconv.ParseInt(b.Metadata[MetaMtime], 10, 64); err == nil {
+		f.mtime = timeFromNs(ns)
+	}
+	fd, err := os.OpenFile(m.j.dataPath(f.id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		err = fd.Truncate(b.Size) // sparse: costs no disk
+	}
+	if err != nil {
+		if fd != nil {
+			fd.Close()
+			os.Remove(m.j.dataPath(f.id))
+		}
+		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
+	}
+	f.fd = fd
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		fd.Close()
+		os.Remove(m.j.dataPath(f.id))
+		return nil, syscall.EROFS
+	}
+	if g := m.files[t]; g != nil { // lost a race with another opener
+		m.mu.Unlock()
+		fd.Close()
+		os.Remove(m.j.dataPath(f.id))
+		return g, nil
+	}
+	f.live = true
+	m.files[t], m.byID[f.id] = f, f
+	m.mu.Unlock()
+	return f, nil
+}
+
+// Symlink stores a symbolic link at t: an object with an empty body and
+// the target in metadata (ferry-symlink). It is queued like a closed file.
+// It returns syscall.EROFS after Stop.
+func (m *Manager) Symlink(t Target, linkTarget string) error {
+	if t.Key == "" || linkTarget == "" {
+		return syscall.EINVAL
+	}
+	f := m.newFile(t)
+	f.symlink, f.mode, f.gen, f.closedGen = linkTarget, 0o777, 1, 1
+	if err := m.publish(f); err != nil {
+		return err
+	}
+	return f.commitClose()
+}
+
+// publish registers a new file at its target, replacing a dirty file there
+// and cancelling deletes of that key queued by renames.
+func (m *Manager) publish(f *File) error {
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return syscall.EROFS
+	}
+	old := m.files[f.target]
+	f.live = true
+	m.files[f.target], m.byID[f.id] = f, f
+	rewrite := m.cancelDeletesLocked(f.target, f)
+	m.mu.Unlock()
+	if old != nil {
+		old.discard()
+	}
+	for _, g := range rewrite {
+		if err := g.writeRecord(); err != nil {
+			m.log.Warn("writeback: journal", "path", g.Target().String(), "err", err)
+		}
+	}
+	m.notify()
+	return nil
+}
+
+// cancelDeletesLocked drops t from every other file's delete-after list (a
+// new file now lives there) and returns the files whose records changed.
+func (m *Manager) cancelDeletesLocked(t Target, except *File) []*File {
+	var changed []*File
+	for _, g := range m.byID {
+		if g == except {
+			continue
+		}
+		g.mu.Lock()
+		if g.target.sameBucket(t) {
+			kept := g.deleteAfter[:0]
+			for _, d := range g.deleteAfter {
+				if d.Key != t.Key {
+					kept = append(kept, d)
+				}
+			}
+			if len(kept) != len(g.deleteAfter) {
+				g.deleteAfter = kept
+				changed = append(changed, g)
+			}
+		}
+		g.mu.Unlock()
+	}
+	return changed
+}
+
+// Get returns the dirty (not yet durable) or open file at t, or nil.
+func (m *Manager) Get(t Target) *File {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.files[t]
+}
+
+// List returns the dirty or open files of a bucket whose key starts with
+// prefix, sorted by key.
+func (m *Manager) List(scheme, bucket, prefix string) []*File {
+	m.mu.Lock()
+	var out []*File
+	for t, f := range m.files {
+		if t.Scheme == scheme && t.Bucket == bucket && strings.HasPrefix(t.Key, prefix) {
+			out = append(out, f)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, k int) bool { return out[i].Target().Key < out[k].Target().Key })
+	return out
+}
+
+// Remove drops the dirty file at t (unlink): its upload is cancelled and
+// its staging data and record deleted. Handles still open keep working on
+// the unlinked data. The caller deletes any object stored at t.
+func (m *Manager) Remove(t Target) {
+	m.mu.Lock()
+	f := m.files[t]
+	if f != nil {
+		delete(m.files, t)
+	}
+	m.mu.Unlock()
+	if f != nil {
+		f.discard()
+	}
+}
+
+// Stop makes Create, OpenBase and Symlink fail with syscall.EROFS. Files
+// already open can still be written and closed.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
+}
+
+// Close stops every goroutine (abandoning uploads not yet durable: their
+// staged data and records stay for the next New) and releases the staging
+// directory. Call Drain first to finish the uploads.
+func (m *Manager) Close() error {
+	m.gmu.Lock()
+	if m.closed {
+		m.gmu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.gmu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	m.mu.Lock()
+	for _, f := range m.byID {
+		f.mu.Lock()
+		if f.fd != nil {
+			f.fd.Close()
+			f.fd = nil
+		}
+		f.mu.Unlock()
+	}
+	m.mu.Unlock()
+	return m.j.close()
+}
+
+// Stats returns a snapshot of the queue and counters.
+func (m *Manager) Stats() Stats {
+	st := Stats{
+		UploadedBytes:   m.uploadedBytes.Load(),
+		UploadedObjects: m.uploadedObjects.Load(),
+		Retries:         m.retries.Load(),
+		Failures:        m.failures.Load(),
+	}
+	now := m.cfg.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.byID {
+		f.mu.Lock()
+		if !f.removed && f.gen > f.durableGen {
+			st.PendingFiles++
+			st.PendingBytes += f.size
+			st.OldestPending = max(st.OldestPending, now.Sub(f.since))
+		}
+		f.mu.Unlock()
+	}
+	return st
+}

@@ -1,0 +1,313 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// smallRequest: requests carrying less than this use the small semaphore.
+const smallRequest = 1 << 20
+
+// acquire takes a slot of sem, or fails when ctx ends.
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (m *Manager) semFor(size int64) chan struct{} {
+	if size >= smallRequest {
+		return m.big
+	}
+	return m.small
+}
+
+// putOptions merges the configured options with the file's metadata.
+func (m *Manager) putOptions(t Target, md map[string]string) objstore.PutOptions {
+	var o objstore.PutOptions
+	if m.cfg.PutOptions != nil {
+		o = m.cfg.PutOptions(t)
+	}
+	merged := maps.Clone(o.Metadata)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, md)
+	o.Metadata = merged
+	o.IfVersion, o.IfAbsent = "", false
+	return o
+}
+
+// upload uploads snap and returns the new object.
+func (f *File) upload(ctx context.Context, st objstore.Store, snap snapshot) (objstore.ObjectInfo, error) {
+	m := f.m
+	key := snap.target.Key
+	opts := m.putOptions(snap.target, snap.md)
+	if !snap.hasData {
+		return m.put(ctx, st, key, strings.NewReader(""), 0, opts)
+	}
+	if snap.stream != nil {
+		if info, used, err := f.finishStream(ctx, st, snap, opts); used {
+			return info, err
+		}
+	}
+	b := snap.base
+	if b != nil && len(snap.dirty) == 0 && snap.size == b.Size && snap.baseLimit == b.Size && b.Size > 0 {
+		// Only the name or the metadata changed: copy on the server.
+		if err := acquire(ctx, m.small); err != nil {
+			return objstore.ObjectInfo{}, err
+		}
+		info, err := st.Copy(ctx, b.Key, key, objstore.CopyOptions{IfVersion: b.Version, Metadata: opts.Metadata})
+		<-m.small
+		if !errors.Is(err, objstore.ErrUnsupported) {
+			return info, err
+		}
+	}
+	caps := st.Caps()
+	lay := uniformLayout(caps, m.cfg.PartSize, snap.size)
+	if mp, ok := st.(objstore.Multipart); ok && snap.size > lay.size {
+		info, err := f.multipart(ctx, st, mp, lay, snap, opts)
+		if !errors.Is(err, errNoMultipart) {
+			return info, err
+		}
+	}
+	return f.putWhole(ctx, st, snap, opts)
+}
+
+// putWhole uploads snap with one Put from the staging file (clean bytes
+// filled from the base first).
+func (f *File) putWhole(ctx context.Context, st objstore.Store, snap snapshot, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	m := f.m
+	if limit := st.Caps().MaxSinglePut; limit > 0 && snap.size > limit {
+		return objstore.ObjectInfo{}, fmt.Errorf("writeback: %s: %d bytes exceed the backend's single-put limit: %w", snap.target, snap.size, objstore.ErrUnsupported)
+	}
+	if err := f.fillPart(ctx, st, snap, span{0, snap.size}); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	rd, err := os.Open(m.j.dataPath(f.id))
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	defer rd.Close()
+	return m.put(ctx, st, snap.target.Key, io.NewSectionReader(rd, 0, snap.size), snap.size, opts)
+}
+
+// put is one Put under the semaphore.
+func (m *Manager) put(ctx context.Context, st objstore.Store, key string, src io.ReaderAt, size int64, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	sem := m.semFor(size)
+	if err := acquire(ctx, sem); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	info, err := st.Put(ctx, key, src, size, opts)
+	<-sem
+	if err == nil {
+		m.uploadedBytes.Add(size)
+	}
+	return info, err
+}
+
+// fillPart copies into the staging file the base bytes of r that it lacks.
+func (f *File) fillPart(ctx context.Context, st objstore.Store, snap snapshot, r span) error {
+	if snap.base == nil {
+		return nil
+	}
+	f.mu.Lock()
+	gaps := f.valid.gaps(r.Off, min(r.End, f.baseLimit, f.size))
+	f.mu.Unlock()
+	return f.fill(ctx, st, *snap.base, gaps)
+}
+
+// multipart uploads snap in parts: parts of a large base object that were
+// not written are copied on the server when the backend can; the others
+// are uploaded from the staging file (clean bytes filled from the base).
+func (f *File) multipart(ctx context.Context, st objstore.Store, mp objstore.Multipart, lay layout, snap snapshot, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	m := f.m
+	caps := st.Caps()
+	parts, ok := lay.parts(snap.size)
+	if !ok {
+		return objstore.ObjectInfo{}, fmt.Errorf("writeback: %s: %d bytes exceed the backend's maximum object size: %w", snap.target, snap.size, objstore.ErrUnsupported)
+	}
+	b := snap.base
+	canCopy := b != nil && caps.CopyPart && snap.size >= 2*caps.MinPartSize
+	if canCopy { // CopyPart has no version precondition: check the base first
+		info, err := st.Stat(ctx, b.Key)
+		if err != nil {
+			return objstore.ObjectInfo{}, err
+		}
+		if b.Version != "" && info.Version != b.Version {
+			return objstore.ObjectInfo{}, fmt.Errorf("writeback: base %s changed (version %s, want %s): %w", b.Key, info.Version, b.Version, objstore.ErrPrecondition)
+		}
+	}
+	rd, err := os.Open(m.j.dataPath(f.id))
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	defer rd.Close()
+	up, err := f.createUpload(ctx, mp, snap.target.Key, opts)
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	err = m.runParts(ctx, parts, func(ctx context.Context, n int, p span) (bool, error) {
+		if canCopy && p.End <= snap.baseLimit && !snap.dirty.overlaps(p.Off, p.End) {
+			return false, up.CopyPart(ctx, n, b.Key, p.Off, p.End-p.Off)
+		}
+		if err := f.fillPart(ctx, st, snap, p); err != nil {
+			return true, err
+		}
+		return true, up.UploadPart(ctx, n, io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+	}, func(n int, p span) bool {
+		return !(canCopy && p.End <= snap.baseLimit && !snap.dirty.overlaps(p.Off, p.End))
+	})
+	if err != nil {
+		f.abortUpload(up, snap.target.Key)
+		return objstore.ObjectInfo{}, err
+	}
+	return f.completeUpload(ctx, up, snap.target.Key)
+}
+
+// runParts runs do for every part with bounded parallelism: heavy parts
+// take a slot of the big semaphore, the others of the small one (before a
+// goroutine starts, so goroutines stay bounded). The first error cancels
+// the rest.
+func (m *Manager) runParts(ctx context.Context, parts []span, do func(ctx context.Context, n int, p span) (sent bool, err error), heavy func(n int, p span) bool) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		n := i + 1
+		sem := m.small
+		if heavy(n, p) && p.End-p.Off >= smallRequest {
+			sem = m.big
+		}
+		if err := acquire(ctx, sem); err != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sent, err := do(ctx, n, p)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			if sent {
+				m.uploadedBytes.Add(p.End - p.Off)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// createUpload starts a multipart upload and journals its id so that a
+// restarted ferry aborts it.
+func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key string, opts objstore.PutOptions) (objstore.Upload, error) {
+	if err := acquire(ctx, f.m.small); err != nil {
+		return nil, err
+	}
+	up, err := mp.CreateUpload(ctx, key, opts)
+	<-f.m.small
+	if errors.Is(err, objstore.ErrUnsupported) {
+		f.mu.Lock()
+		f.noStream = true
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", errNoMultipart, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.uploads = append(f.uploads, uploadRec{Key: key, ID: up.ID()})
+	f.mu.Unlock()
+	if err := f.writeRecord(); err != nil {
+		f.m.log.Warn("writeback: journal", "path", key, "err", err)
+	}
+	return up, nil
+}
+
+func (f *File) completeUpload(ctx context.Context, up objstore.Upload, key string) (objstore.ObjectInfo, error) {
+	if err := acquire(ctx, f.m.small); err != nil {
+		f.abortUpload(up, key)
+		return objstore.ObjectInfo{}, err
+	}
+	info, err := up.Complete(ctx)
+	<-f.m.small
+	if err != nil {
+		f.abortUpload(up, key)
+		return objstore.ObjectInfo{}, err
+	}
+	f.forgetUpload(up.ID())
+	return info, nil
+}
+
+// abortUpload aborts up (with a context of its own: the attempt's may be
+// cancelled) and forgets it; when the manager is closing it is left in
+// the journal for the next process to abort.
+func (f *File) abortUpload(up objstore.Upload, key string) {
+	if f.m.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.m.ctx, abortTimeout)
+	defer cancel()
+	if err := up.Abort(ctx); err != nil {
+		if f.m.ctx.Err() != nil {
+			return
+		}
+		f.m.log.Warn("writeback: abort multipart upload", "key", key, "upload", up.ID(), "err", err)
+	}
+	f.forgetUpload(up.ID())
+}
+
+func (f *File) forgetUpload(id string) {
+	f.mu.Lock()
+	kept := f.uploads[:0]
+	for _, u := range f.uploads {
+		if u.ID != id {
+			kept = append(kept, u)
+		}
+	}
+	f.uploads = kept
+	f.mu.Unlock()
+}
+
+// abortStale aborts multipart uploads left by cancelled attempts or by an
+// earlier process. Failures are logged and forgotten (an orphan upload
+// costs storage, never data).
+func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []uploadRec) error {
+	if len(stale) == 0 {
+		return nil
+	}
+	mp, _ := st.(objstore.Multipart)
+	for _, u := range stale {
+		if mp != nil {
+			if err := acquire(ctx, f.m.small); err != nil {
+				return err
+			}
+			err := mp.AbortUpload(ctx, u.Key, u.ID)
+			<-f.m.small
+			if err != nil {
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				f.m.log.Warn("writeback: abort multipart upload", "key", u.Key, "upload", u.ID, "err", err)
+			}
+		}
+		f.forgetUpload(u.ID)
+	}
+	return f.writeRecord()
+}

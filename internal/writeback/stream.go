@@ -1,0 +1,302 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// abortTimeout bounds one Abort of a multipart upload.
+const abortTimeout = 30 * time.Second
+
+var errNoMultipart = errors.New("writeback: backend has no multipart uploads")
+
+// stream uploads the full parts of a file while it is still being written
+// sequentially, so that closing it leaves only the tail and Complete.
+// Parts follow a tiered layout (sizes grow with the part number) because
+// the final size is unknown.
+type stream struct {
+	f      *File
+	key    string // the key the upload was created for
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}  // cap 1: new data was written
+	wg     sync.WaitGroup // the pump and its part uploads
+
+	// Guarded by File.mu.
+	metaGen   uint64
+	up        objstore.Upload // nil until created
+	lay       layout          // zero until the upload exists
+	rd        *os.File        // staging data, read-only
+	next      int             // next part to consider
+	parts     map[int]*streamPart
+	finishing bool
+	err       error // the stream could not start
+}
+
+// streamPart is the state of one part (guarded by File.mu).
+type streamPart struct {
+	inflight bool
+	done     bool // uploaded, and not written since
+	stale    bool // written while in flight: not done when it lands
+}
+
+// streamWriteLocked is called after every write of [off, end): it marks
+// uploaded parts it touched for re-upload, and starts the stream once the
+// file is large enough.
+func (f *File) streamWriteLocked(off, end int64) {
+	if s := f.stream; s != nil {
+		if s.lay.size > 0 {
+			for n := s.lay.index(off); n <= s.lay.index(end-1); n++ {
+				if p := s.parts[n]; p != nil {
+					p.stale = p.inflight
+					p.done = false
+				}
+			}
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	m := f.m
+	if f.noStream || f.base != nil || m.cfg.StreamAfter < 0 || f.size <= m.cfg.StreamAfter || f.removed || !f.live {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	s := &stream{
+		f: f, key: f.target.Key, ctx: ctx, cancel: cancel,
+		wake: make(chan struct{}, 1), metaGen: f.metaGen,
+		next: 1, parts: map[int]*streamPart{},
+	}
+	s.wg.Add(1)
+	if !m.goFn(s.pump) {
+		s.wg.Done()
+		cancel()
+		return
+	}
+	f.stream = s
+}
+
+// streamTruncateLocked aborts the stream when a truncation cuts into
+// parts already started.
+func (f *File) streamTruncateLocked(size int64) {
+	s := f.stream
+	if s == nil || s.lay.size == 0 || s.next == 1 {
+		return
+	}
+	if s.lay.part(s.next-1).End > size {
+		f.abortStreamLocked()
+	}
+}
+
+// abortStreamLocked detaches the stream and aborts it in the background.
+func (f *File) abortStreamLocked() {
+	s := f.stream
+	if s == nil {
+		return
+	}
+	f.stream = nil
+	s.cancel()
+	if !f.m.goFn(func() { s.abort() }) {
+		s.wg.Wait() // closing: the journal keeps the upload for the next process
+	}
+}
+
+// abort waits for the stream's goroutines, then aborts its upload.
+func (s *stream) abort() {
+	s.wg.Wait()
+	s.f.mu.Lock()
+	up, rd := s.up, s.rd
+	s.rd = nil
+	s.f.mu.Unlock()
+	if rd != nil {
+		rd.Close()
+	}
+	if up != nil {
+		s.f.abortUpload(up, s.key)
+		if err := s.f.writeRecord(); err != nil {
+			s.f.m.log.Warn("writeback: journal", "path", s.key, "err", err)
+		}
+	}
+	s.f.m.notify()
+}
+
+// pump creates the upload, then starts each part as soon as the writer has
+// written all of it and moved past it.
+func (s *stream) pump() {
+	defer s.wg.Done()
+	f, m := s.f, s.f.m
+	fail := func(err error) {
+		f.mu.Lock()
+		s.err = err
+		if errors.Is(err, errNoMultipart) {
+			f.noStream = true
+		}
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	t := f.target
+	md := f.metadataLocked()
+	f.mu.Unlock()
+	st, err := m.resolve(s.ctx, t.Scheme, t.Bucket)
+	if err != nil {
+		fail(err)
+		return
+	}
+	mp, ok := st.(objstore.Multipart)
+	if !ok {
+		fail(errNoMultipart)
+		return
+	}
+	rd, err := os.Open(m.j.dataPath(f.id))
+	if err != nil {
+		fail(err)
+		return
+	}
+	up, err := f.createUpload(s.ctx, mp, s.key, m.putOptions(t, md))
+	if err != nil {
+		rd.Close()
+		fail(err)
+		return
+	}
+	f.mu.Lock()
+	s.up, s.rd, s.lay = up, rd, streamLayout(st.Caps(), m.cfg.PartSize)
+	f.mu.Unlock()
+	for {
+		f.mu.Lock()
+		if s.finishing || s.ctx.Err() != nil {
+			f.mu.Unlock()
+			return
+		}
+		var start []int
+		for s.next <= s.lay.maxParts {
+			p := s.lay.part(s.next)
+			if f.size <= p.End || !f.dirty.covers(p.Off, p.End) {
+				break
+			}
+			s.parts[s.next] = &streamPart{inflight: true}
+			start = append(start, s.next)
+			s.next++
+		}
+		f.mu.Unlock()
+		for _, n := range start {
+			s.wg.Add(1)
+			if !m.goFn(func() { s.uploadPart(n) }) {
+				s.wg.Done()
+				return
+			}
+		}
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// uploadPart uploads part n from the staging file. A failure only leaves
+// the part for the close to upload.
+func (s *stream) uploadPart(n int) {
+	defer s.wg.Done()
+	f, m := s.f, s.f.m
+	f.mu.Lock()
+	p := s.lay.part(n)
+	up, rd := s.up, s.rd
+	f.mu.Unlock()
+	err := acquire(s.ctx, m.big)
+	if err == nil {
+		err = up.UploadPart(s.ctx, n, io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+		<-m.big
+	}
+	f.mu.Lock()
+	sp := s.parts[n]
+	sp.inflight = false
+	sp.done = err == nil && !sp.stale
+	sp.stale = false
+	f.mu.Unlock()
+	if err == nil {
+		m.uploadedBytes.Add(p.End - p.Off)
+	} else if s.ctx.Err() == nil {
+		m.log.Debug("writeback: streamed part failed; retried at close", "key", s.key, "part", n, "err", err)
+	}
+}
+
+// finishStream completes the file's stream with the parts still missing.
+// used is false when the stream cannot serve this snapshot (it never
+// started, was created for another key, or the size outgrew its layout);
+// the caller then uploads the file as a whole.
+func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapshot, opts objstore.PutOptions) (info objstore.ObjectInfo, used bool, err error) {
+	s := snap.stream
+	f.mu.Lock()
+	if f.stream != s { // aborted meanwhile
+		f.mu.Unlock()
+		return info, false, nil
+	}
+	s.finishing = true
+	f.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	s.wg.Wait()
+	f.mu.Lock()
+	if f.stream == s {
+		f.stream = nil
+	}
+	up, rd, lay := s.up, s.rd, s.lay
+	parts, ok := lay.parts(snap.size)
+	usable := up != nil && s.err == nil && s.ctx.Err() == nil && s.key == snap.target.Key && ok && len(parts) >= s.next-1
+	var todo []int
+	if usable {
+		for i := range parts {
+			if p := s.parts[i+1]; p == nil || !p.done {
+				todo = append(todo, i+1)
+			}
+		}
+	}
+	metaChanged := f.metaGen != s.metaGen
+	f.mu.Unlock()
+	if !usable {
+		s.cancel()
+		if rd != nil {
+			rd.Close()
+		}
+		if up != nil {
+			f.abortUpload(up, s.key)
+		}
+		return info, false, nil
+	}
+	defer rd.Close()
+	defer s.cancel()
+	var sel []span
+	var nums []int
+	for _, n := range todo {
+		sel = append(sel, parts[n-1])
+		nums = append(nums, n)
+	}
+	err = f.m.runParts(ctx, sel, func(ctx context.Context, i int, p span) (bool, error) {
+		return true, up.UploadPart(ctx, nums[i-1], io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+	}, func(int, span) bool { return true })
+	if err != nil {
+		f.abortUpload(up, s.key)
+		return info, true, err
+	}
+	info, err = f.completeUpload(ctx, up, s.key)
+	if err != nil || !metaChanged {
+		return info, true, err
+	}
+	// chmod or utimens after the stream started: fix the metadata in place.
+	if err := acquire(ctx, f.m.small); err != nil {
+		return info, true, err
+	}
+	info, err = st.Copy(ctx, s.key, s.key, objstore.CopyOptions{IfVersion: info.Version, Metadata: opts.Metadata})
+	<-f.m.small
+	return info, true, err
+}

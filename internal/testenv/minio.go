@@ -151,12 +151,43 @@ func (s *S3Server) launch() error {
 	}
 	s.pid = cmd.Process.Pid
 	s.state = stateRunning
-	if err := WaitHTTP(s.Endpoint+"/minio/health/ready", minioReadyTimeout); err != nil {
+	err := WaitHTTP(s.Endpoint+"/minio/health/ready", minioReadyTimeout)
+	if err == nil {
+		// "ready" can come before the object layer is initialised (S3
+		// requests then fail with 503 XMinioServerNotInitialized): wait
+		// until a signed ListBuckets succeeds too.
+		err = s.waitS3(minioReadyTimeout)
+	}
+	if err != nil {
 		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
 		log, _ := os.ReadFile(logFile)
 		return fmt.Errorf("%w; minio log:\n%s", err, tail(log, 2000))
 	}
 	return nil
+}
+
+// waitS3 polls ListBuckets until it answers 200.
+func (s *S3Server) waitS3(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := s.Do(ctx, http.MethodGet, "/", nil, nil, nil)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				cancel()
+				return nil
+			}
+			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, tail(b, 300))
+		} else {
+			last = err.Error()
+		}
+		cancel()
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("minio S3 API not ready within %v (last: %s)", timeout, last)
 }
 
 // CreateBucket creates bucket name, failing the test on error (an existing

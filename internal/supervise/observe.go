@@ -2,7 +2,10 @@ package supervise
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"os"
+	"time"
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/metrics"
@@ -11,28 +14,46 @@ import (
 )
 
 // observer bundles the metrics of one ferry process: the backend
-// counters the stores report to, the cache and write-back collectors, and
-// the optional /metrics listener. Create it before the stores (newObserver),
-// attach the caches once they exist, close it last.
+// counters the stores report to, the cache and write-back collectors, the
+// optional /metrics listener, and what the exit summary needs (task
+// timing, drain progress). Create it before the stores (newObserver),
+// attach the caches once they exist, close it last. Its fields are
+// written by the goroutine running the lifecycle (Run/Mount) only, before
+// any reader: no lock.
 type observer struct {
 	reg       *metrics.Registry
 	backend   *metrics.Backend
 	writeback *metrics.Writeback // nil until attach
 	srv       *metrics.Server    // nil unless serve was called
+
+	started  time.Time    // newObserver: the start of ferry's run
+	progress ProgressFunc // renders a long drain; nil: none
+	stderr   io.Writer    // where the summary line goes; default os.Stderr
+	cpu0     CPUTimes     // RUSAGE_CHILDREN before the task started
+	taskT0   time.Time    // when the task started
+	task     Summary      // TaskSeconds and CPU fields, set by taskEnded
 }
 
 // newObserver registers the backend collectors on reg.
 func newObserver(reg *metrics.Registry) *observer {
-	return &observer{reg: reg, backend: metrics.NewBackend(reg)}
+	return &observer{reg: reg, backend: metrics.NewBackend(reg), started: time.Now(), stderr: os.Stderr}
 }
 
-// wrapStore instruments a retry-decorated store of provider.
+// wrapStore instruments a retry-decorated store of provider (a nil
+// observer returns st unchanged).
 func (o *observer) wrapStore(st objstore.Store, provider string, log *slog.Logger) objstore.Store {
+	if o == nil {
+		return st
+	}
 	return Instrument(st, InstrumentOptions{Metrics: o.backend, Provider: provider, Logger: log})
 }
 
-// retryHook counts retries of provider, then calls next.
+// retryHook counts retries of provider, then calls next (a nil observer
+// returns next).
 func (o *observer) retryHook(provider string, next func(op string, attempt int, err error)) func(op string, attempt int, err error) {
+	if o == nil {
+		return next
+	}
 	return RetryHook(o.backend, provider, next)
 }
 
@@ -42,13 +63,13 @@ func (o *observer) attach(blocks *block.Cache, wb *writeback.Manager) {
 	o.writeback = metrics.NewWriteback(o.reg, writebackSnapshot(wb), metrics.WritebackOptions{})
 }
 
-// serve starts the /metrics listener on addr ("" = none) until ctx ends
-// or close. A bind error is returned (a start-up failure).
-func (o *observer) serve(ctx context.Context, addr string) error {
+// serve starts the /metrics listener on addr ("" = none) until close. A
+// bind error is returned (a start-up failure).
+func (o *observer) serve(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	srv, err := metrics.Serve(ctx, addr, o.reg)
+	srv, err := metrics.Serve(context.Background(), addr, o.reg)
 	if err != nil {
 		return err
 	}
@@ -56,16 +77,51 @@ func (o *observer) serve(ctx context.Context, addr string) error {
 	return nil
 }
 
-// startDrain marks the drain's start on the drain gauges; call the
-// result when it ends.
-func (o *observer) startDrain() func() {
-	done := o.writeback.StartDrain()
-	return func() { done() }
+// taskStarting records the CPU time of earlier children and the start
+// time; call it just before starting the task.
+func (o *observer) taskStarting() {
+	o.cpu0, _ = ChildrenCPU()
+	o.taskT0 = time.Now()
 }
 
-// close stops the listener (scrapes in flight get a short grace).
+// taskEnded records the task's wall and CPU time once it was waited for.
+func (o *observer) taskEnded(ps *os.ProcessState) {
+	o.task.TaskSeconds = time.Since(o.taskT0).Seconds()
+	o.task.SetCPU(TaskCPU(ps, o.cpu0))
+}
+
+// drain runs wb.Drain(ctx), timing it on the drain gauges and reporting
+// its progress to o.progress when it lasts more than a few seconds.
+func (o *observer) drain(ctx context.Context, wb *writeback.Manager) error {
+	end := o.writeback.StartDrain()
+	watch := WatchDrain(drainPending(wb), o.progress, DrainWatchOptions{})
+	err := wb.Drain(ctx)
+	watch.Stop()
+	end()
+	return err
+}
+
+// summarize builds the exit summary (code, or ExitNotDurable when derr is
+// not nil), writes it as one JSON line to stderr and returns the line
+// (for $FUSION_WORK/.fusion/summary.json). Call it after the drain and
+// before the caches are closed.
+func (o *observer) summarize(blocks *block.Cache, wb *writeback.Manager, code int, derr error) []byte {
+	s := o.task
+	if derr != nil {
+		code = ExitNotDurable
+	}
+	s.ExitCode = code
+	o.fillSummary(&s, blocks, wb)
+	s.WallSeconds = time.Since(o.started).Seconds()
+	b := s.JSON()
+	_, _ = o.stderr.Write(b)
+	return b
+}
+
+// close stops the listener (scrapes in flight get a short grace). It is
+// safe on a nil observer and more than once.
 func (o *observer) close() {
-	if o.srv != nil {
+	if o != nil && o.srv != nil {
 		o.srv.Close()
 		o.srv = nil
 	}

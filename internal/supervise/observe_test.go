@@ -3,7 +3,10 @@ package supervise
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -39,7 +42,7 @@ func TestObserver(t *testing.T) {
 	}
 	defer wb.Close()
 	obs.attach(blocks, wb)
-	if err := obs.serve(ctx, ""); err != nil || obs.srv != nil {
+	if err := obs.serve(""); err != nil || obs.srv != nil {
 		t.Fatalf("serve with no address: %v", err)
 	}
 
@@ -56,14 +59,10 @@ func TestObserver(t *testing.T) {
 	if err := f.Release(); err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	endDrain := obs.startDrain()
-	watch := WatchDrain(drainPending(wb), rec.report, DrainWatchOptions{})
-	if err := wb.Drain(ctx); err != nil {
+	obs.progress = (&recorder{}).report
+	if err := obs.drain(ctx, wb); err != nil {
 		t.Fatal(err)
 	}
-	watch.Stop()
-	endDrain()
 
 	// Read it twice through the cache: the second read is all hits.
 	info, err := st.Stat(ctx, "out")
@@ -115,8 +114,26 @@ func TestObserver(t *testing.T) {
 		t.Errorf("pending files after the drain: %v", sum["ferry_writeback_pending_files"])
 	}
 
+	// A task, then the summary line.
+	obs.taskStarting()
+	task := exec.Command("sh", "-c", "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done")
+	if err := task.Run(); err != nil {
+		t.Fatal(err)
+	}
+	obs.taskEnded(task.ProcessState)
+	var stderr bytes.Buffer
+	obs.stderr = &stderr
+	line := obs.summarize(blocks, wb, 3, nil)
+	if !bytes.Equal(line, stderr.Bytes()) {
+		t.Errorf("summarize returned %q but wrote %q", line, stderr.Bytes())
+	}
 	var s Summary
-	obs.fillSummary(&s, blocks, wb)
+	if err := json.Unmarshal(line, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Type != SummaryType || s.ExitCode != 3 || s.TaskSeconds <= 0 || s.ComputeSeconds <= 0 || s.WallSeconds < s.TaskSeconds || s.Efficiency <= 0 {
+		t.Errorf("summary timing %+v", s)
+	}
 	if s.BytesReadCache+s.BytesReadNetwork != 2*n || s.BytesReadCache < n {
 		t.Errorf("summary reads cache %d + network %d, want %d with at least %d from cache", s.BytesReadCache, s.BytesReadNetwork, 2*n, n)
 	}
@@ -125,5 +142,8 @@ func TestObserver(t *testing.T) {
 	}
 	if s.BytesDownloaded < n || s.Errors != 0 || s.DrainSeconds <= 0 {
 		t.Errorf("summary %+v", s)
+	}
+	if got := obs.summarize(blocks, wb, 0, errors.New("not durable")); !bytes.Contains(got, []byte(`"exit_code":174`)) {
+		t.Errorf("a drain error does not make exit code 174: %s", got)
 	}
 }

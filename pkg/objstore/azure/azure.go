@@ -47,20 +47,45 @@ type Config struct {
 	// https://<Account>.blob.core.windows.net. For Azurite:
 	// http://127.0.0.1:10000/devstoreaccount1.
 	Endpoint string
-	// Credentials, first match wins: ConnectionString (its AccountKey or
-	// SharedAccessSignature, and its BlobEndpoint unless Endpoint is set),
-	// SASToken, AccountKey (shared key), MSIClientID (a user-assigned
-	// managed identity), Credential, else DefaultAzureCredential.
+	// Credentials, first match wins: ConnectionString, SASToken,
+	// AccountKey, MSIClientID, Credential, else DefaultAzureCredential
+	// (environment, workload identity, managed identity, Azure CLI).
+
+	// ConnectionString supplies AccountName, AccountKey or
+	// SharedAccessSignature, and BlobEndpoint (unless Endpoint is set).
 	ConnectionString string
-	SASToken         string
-	AccountKey       string
-	MSIClientID      string
-	Credential       azcore.TokenCredential
+	// SASToken is a service or container SAS query string.
+	SASToken string
+	// AccountKey is the account's shared key (base64). Only a shared key
+	// lets CopyPart sign its source URL.
+	AccountKey string
+	// MSIClientID selects a user-assigned managed identity by client ID.
+	MSIClientID string
+	// Credential is any Microsoft Entra token credential.
+	Credential azcore.TokenCredential
 	// MinPartSize is what Caps reports as MinPartSize. Default
 	// DefaultMinPartSize.
 	MinPartSize int64
 	// HTTPClient, when set, sends every request (for tests).
 	HTTPClient *http.Client
+}
+
+// String describes c without its secrets, so that a Config can be logged.
+func (c Config) String() string {
+	cred := "DefaultAzureCredential"
+	switch {
+	case c.ConnectionString != "":
+		cred = "connection string"
+	case c.SASToken != "":
+		cred = "SAS token"
+	case c.AccountKey != "":
+		cred = "shared key"
+	case c.MSIClientID != "":
+		cred = "managed identity " + c.MSIClientID
+	case c.Credential != nil:
+		cred = "token credential"
+	}
+	return fmt.Sprintf("azure.Config{Account: %q, Container: %q, Endpoint: %q, credential: %s}", c.Account, c.Container, c.Endpoint, cred)
 }
 
 // ConfigFromEnv returns a Config (without Container) from the environment:

@@ -3,6 +3,7 @@ package azure
 import (
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
@@ -47,9 +48,30 @@ func (s *Store) wrap(op, key string, sc scope, err error) error {
 	if errors.As(err, &oe) {
 		return err
 	}
+	redactSAS(err)
 	e := &objstore.Error{Provider: "az", Op: op, Bucket: s.cfg.Container, Key: key, Err: err}
 	classify(e, err, sc)
 	return e
+}
+
+// redactSAS blanks the signature of a SAS in the URL of a transport error
+// (net/http puts the whole URL in its message), so that logging the error
+// never shows a credential. Azure's own errors show no query.
+func redactSAS(err error) {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		ue.URL = "(unparsable URL)"
+		return
+	}
+	if q := u.Query(); q.Has("sig") {
+		q.Set("sig", "REDACTED")
+		u.RawQuery = q.Encode()
+		ue.URL = u.String()
+	}
 }
 
 // classify fills e's Status, RequestID, Code and Kind from err.

@@ -258,3 +258,29 @@ func TestCopyPartRequest(t *testing.T) {
 		t.Errorf("block id = %q, want %q", id, want)
 	}
 }
+
+// TestSecretsNotShown: neither a transport error of a SAS store nor a
+// printed Config shows a credential.
+func TestSecretsNotShown(t *testing.T) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sig = "c2VjcmV0LXNpZ25hdHVyZQ"
+	cfg := Config{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port) + "/acct", Container: "cont", SASToken: "sv=2021-12-02&sig=" + sig}
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if err := op.call(t.Context(), s); err == nil || strings.Contains(err.Error(), sig) {
+			t.Errorf("%s: error %v shows the SAS signature", op.name, err)
+		}
+	}
+	cfg.AccountKey, cfg.ConnectionString = testenv.AzuriteKey, "AccountKey="+testenv.AzuriteKey
+	for _, out := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%v", &cfg)} {
+		if strings.Contains(out, sig) || strings.Contains(out, testenv.AzuriteKey) {
+			t.Errorf("printed Config shows a secret: %s", out)
+		}
+	}
+}

@@ -294,3 +294,29 @@ func TestCredentialErrorsAreNotNotFound(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestErrorIn200: S3 can answer CopyObject and CompleteMultipartUpload with
+// 200 and an error document; that is a server error, worth a retry.
+func TestErrorIn200(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-amz-request-id", testRequestID)
+		if r.Method == http.MethodHead {
+			w.Header().Set("Content-Length", "10")
+			w.Header().Set("ETag", `"v1"`)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message><RequestId>%s</RequestId></Error>`, testRequestID)
+	}))
+	t.Cleanup(srv.Close)
+	s := testStore(t, srv.URL, nil)
+	_, err := s.Copy(context.Background(), "key", "dst", objstore.CopyOptions{})
+	var e *objstore.Error
+	if !errors.As(err, &e) || e.Code != "InternalError" || e.Status < 500 || e.Kind != nil {
+		t.Fatalf("Copy = %#v, want InternalError with a 5xx status", err)
+	}
+	if !objstore.Retryable(err) {
+		t.Errorf("an error in a 200 answer is not retryable: %v", err)
+	}
+}

@@ -31,6 +31,8 @@ const (
 	defaultMaxKeys = 1000
 	// chunkAlign is the granularity of resumable-upload chunks (256 KiB).
 	chunkAlign = 256 << 10
+	// chunkAttempts bounds the tries of one chunk of a resumable upload.
+	chunkAttempts = 4
 )
 
 // Config configures a Store. Only Bucket is required.

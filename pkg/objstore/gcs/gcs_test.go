@@ -271,3 +271,28 @@ func TestChunkSize(t *testing.T) {
 		}
 	}
 }
+
+// TestResumablePut: an object of ChunkSize or more goes up in chunks, with
+// its CRC32C and preconditions.
+func TestResumablePut(t *testing.T) {
+	s := newTestStore(t)
+	s.cfg.ChunkSize = chunkAlign
+	data := bytes.Repeat([]byte("0123456789abcdef"), 3*chunkAlign/16+1000)
+	info, err := s.Put(t.Context(), "big", bytes.NewReader(data), int64(len(data)), objstore.PutOptions{})
+	if err != nil || info.Size != int64(len(data)) {
+		t.Fatalf("Put = %+v, %v", info, err)
+	}
+	r, err := s.NewReader(t.Context(), "big", 0, -1, objstore.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read back %d bytes, %v; want the %d bytes put", len(got), err, len(data))
+	}
+	_, err = s.Put(t.Context(), "big", bytes.NewReader(data), int64(len(data)), objstore.PutOptions{IfAbsent: true})
+	if !errors.Is(err, objstore.ErrPrecondition) {
+		t.Errorf("resumable Put(IfAbsent) over an existing key = %v, want ErrPrecondition", err)
+	}
+}

@@ -154,8 +154,8 @@ func (r *reader) Close() error {
 func (r *reader) Info() objstore.ObjectInfo { return r.info }
 
 // Put uploads size bytes of src as key, with its CRC32C checked by GCS.
-// Objects up to Config.ChunkSize go in one request, larger ones as a
-// resumable upload. Errors wrap objstore.ErrPrecondition when opts.IfAbsent
+// Objects below Config.ChunkSize go in one request, larger ones as a
+// resumable upload whose chunks the SDK resends on transient errors. Errors wrap objstore.ErrPrecondition when opts.IfAbsent
 // or opts.IfVersion fail, objstore.ErrNoBucket when the bucket is missing,
 // and io.ErrUnexpectedEOF when src holds fewer than size bytes.
 func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
@@ -190,6 +190,11 @@ func (s *Store) upload(ctx context.Context, op, key string, src io.ReaderAt, siz
 	h := s.bkt.Object(key)
 	if conds != (storage.Conditions{}) {
 		h = h.If(conds)
+	}
+	if size >= int64(s.cfg.ChunkSize) {
+		// A resumable upload: let the SDK resend a failed chunk rather
+		// than have objstore.WithRetry restart the whole object.
+		h = h.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(chunkAttempts))
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

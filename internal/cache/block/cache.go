@@ -1,0 +1,234 @@
+package block
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// ErrClosed is returned by every operation on a closed Cache (and by a
+// closed Reader).
+var ErrClosed = errors.New("block: cache closed")
+
+// Ref names one object version to read. Size and Version come from a Stat
+// (or a listing) of the object: blocks are keyed by all of StoreID, Key,
+// Version and Size, so a new version never sees an old version's blocks.
+type Ref struct {
+	Store   objstore.Store
+	StoreID string // names the store in cache keys, e.g. "s3/bucket"
+	Key     string
+	Version string // fetches are conditional on it (ReadOptions.IfVersion)
+	Size    int64
+}
+
+// Cache is the on-disk block cache with its fetch workers and evictor. All
+// methods are safe for concurrent use.
+type Cache struct {
+	cfg        Config
+	log        *slog.Logger
+	partBlocks int64 // blocks per readahead GET
+	nworkers   int
+
+	ctx     context.Context    // canceled by Close; fetches run under it
+	cancel  context.CancelFunc //
+	wg      sync.WaitGroup     // workers, evictor and fills
+	kick    chan struct{}      // wakes the evictor (capacity 1)
+	scanned chan struct{}      // closed when the startup scan is done
+	scratch sync.Pool          // *[]byte of one checksum chunk
+	st      counters
+
+	// mu guards every field below, the refs and idleEl fields of every
+	// blockFile, and the mutable fields of every job and flight. Never held
+	// during I/O on the store; Reader.mu is never taken while holding it.
+	mu        sync.Mutex
+	cond      sync.Cond // on mu; signaled when a job is queued or on Close
+	closed    bool
+	index     map[blockID]*entry     // blocks known on disk (for size accounting and eviction)
+	objBlocks map[objID]int          // indexed blocks per object
+	bytes     int64                  // on-disk bytes of indexed blocks
+	stamps    uint64                 // count of index additions (entry.stamp)
+	files     map[blockID]*blockFile // open block files
+	idle      list.List              // of *blockFile in files with refs == 0, most recent first
+	inflight  map[blockID]*flight    // blocks being fetched
+	queue     [nPrio]list.List       // of *job not started yet, by priority
+	fills     map[objID]bool         // objects being warmed in the background
+}
+
+// New opens (creating if needed) the cache in cfg.Dir and starts its fetch
+// workers and evictor. Blocks already in Dir (left by an earlier process
+// or written by a concurrent one) are served when they match and pass
+// their checksums.
+func New(cfg Config) (*Cache, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		partBlocks: cfg.PartSize / cfg.BlockSize,
+		nworkers:   cfg.workers(),
+		ctx:        ctx,
+		cancel:     cancel,
+		kick:       make(chan struct{}, 1),
+		scanned:    make(chan struct{}),
+		index:      map[blockID]*entry{},
+		objBlocks:  map[objID]int{},
+		files:      map[blockID]*blockFile{},
+		inflight:   map[blockID]*flight{},
+		fills:      map[objID]bool{},
+	}
+	chunk := chunkSize(cfg.BlockSize)
+	c.scratch.New = func() any { b := make([]byte, chunk); return &b }
+	c.cond.L = &c.mu
+	if free, _, err := diskSpace(cfg.Dir); err == nil {
+		c.st.free.Store(free)
+	}
+	c.wg.Add(c.nworkers + 1)
+	for range c.nworkers {
+		go c.worker()
+	}
+	go c.evictLoop()
+	return c, nil
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (c *Cache) Config() Config { return c.cfg }
+
+// Open returns a Reader of ref with its own sequential detector. Opening is
+// cheap and does no I/O.
+func (c *Cache) Open(ref Ref) *Reader {
+	c.st.readers.Add(1)
+	return &Reader{c: c, o: c.object(ref), held: map[int64]*heldBlock{}}
+}
+
+func (c *Cache) object(ref Ref) *object { return newObject(c.cfg.Dir, c.cfg.BlockSize, ref) }
+
+// Cached returns how many bytes of ref are in the cache now.
+func (c *Cache) Cached(ref Ref) int64 {
+	o := c.object(ref)
+	var n int64
+	for idx := range o.nblocks {
+		id := o.bid(idx)
+		c.mu.Lock()
+		ok := c.files[id] != nil || c.index[id] != nil
+		c.mu.Unlock()
+		if ok || c.onDisk(o, idx) {
+			n += o.blockLen(idx)
+		}
+	}
+	return n
+}
+
+// onDisk reports whether a block file of the right size exists for block
+// idx of o (without checking its contents), indexing it if so.
+func (c *Cache) onDisk(o *object, idx int64) bool {
+	fi, err := os.Stat(o.path(idx))
+	n := o.blockLen(idx)
+	if err != nil || fi.Size() != n+trailerLen(n, o.chunk) {
+		return false
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.indexAddLocked(o.bid(idx), fi.Size(), false)
+	}
+	c.mu.Unlock()
+	return true
+}
+
+// Close stops the fetch workers and the evictor and closes every block
+// file. Reads in progress fail with ErrClosed; the blocks stay on disk for
+// the next process.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for p := range c.queue {
+		for c.queue[p].Len() > 0 {
+			j := c.queue[p].Remove(c.queue[p].Front()).(*job)
+			j.el = nil
+			c.failLocked(j, j.first, ErrClosed)
+		}
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	files := c.files
+	c.files = map[blockID]*blockFile{}
+	c.idle.Init()
+	c.mu.Unlock()
+	for _, bf := range files {
+		bf.f.Close()
+	}
+	return nil
+}
+
+// counters are the cumulative statistics behind Stats.
+type counters struct {
+	hits, misses              atomic.Int64
+	bytesCache, bytesNet      atomic.Int64
+	fetched, prefetched       atomic.Int64
+	fetches, getsInFlight     atomic.Int64
+	evictions, evictedBytes   atomic.Int64
+	corruptions               atomic.Int64
+	free, windowSum, memInUse atomic.Int64
+	readers                   atomic.Int64
+}
+
+// Stats is a snapshot of the cache's counters. Cumulative counters start
+// at zero in each process.
+type Stats struct {
+	Hits             int64 // reads (ReadAt, CachedFile) served without waiting for the network
+	Misses           int64 // reads that waited for at least one fetch
+	BytesFromCache   int64 // bytes returned by hits, and by misses for blocks already cached
+	BytesFromNetwork int64 // bytes returned that had to be fetched first
+	BytesFetched     int64 // bytes downloaded from stores
+	PrefetchedBytes  int64 // of BytesFetched, downloaded ahead of reads (readahead, Prefetch, fill)
+	Fetches          int64 // ranged GETs started
+	FetchesInFlight  int64 // ranged GETs running now
+	QueuedFetches    int64 // fetches waiting for a worker
+	Evictions        int64 // blocks evicted
+	EvictedBytes     int64
+	Corruptions      int64 // bad blocks found and dropped
+	Blocks           int64 // blocks known on disk
+	BytesCached      int64 // their on-disk size
+	MaxBytes         int64 // the byte limit in effect
+	FreeBytes        int64 // free space of the cache's file system (last sample)
+	ReadaheadWindow  int64 // sum of the open Readers' readahead windows
+	MemoryInUse      int64 // bytes of fetch buffers allocated (at most Config.MemoryBudget)
+	OpenReaders      int64
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	blocks, bytes := int64(len(c.index)), c.bytes
+	var queued int64
+	for p := range c.queue {
+		queued += int64(c.queue[p].Len())
+	}
+	c.mu.Unlock()
+	return Stats{
+		Hits: c.st.hits.Load(), Misses: c.st.misses.Load(),
+		BytesFromCache: c.st.bytesCache.Load(), BytesFromNetwork: c.st.bytesNet.Load(),
+		BytesFetched: c.st.fetched.Load(), PrefetchedBytes: c.st.prefetched.Load(),
+		Fetches: c.st.fetches.Load(), FetchesInFlight: c.st.getsInFlight.Load(), QueuedFetches: queued,
+		Evictions: c.st.evictions.Load(), EvictedBytes: c.st.evictedBytes.Load(),
+		Corruptions: c.st.corruptions.Load(),
+		Blocks:      blocks, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
+		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
+		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
+	}
+}

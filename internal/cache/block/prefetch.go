@@ -1,0 +1,113 @@
+package block
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Prefetch warms the cache with the whole of ref, keeping up to one GET per
+// fetch worker in flight at readahead priority (reads that wait go first).
+// progress, when not nil, is called with the bytes cached so far after
+// each block (from the goroutine calling Prefetch). It returns the first
+// error: ctx's, a store error (wrapping objstore.ErrNotFound,
+// ErrPrecondition, ...), or ErrClosed. An object larger than MaxBytes is
+// still fetched, but its first blocks will have been evicted by the end.
+func (c *Cache) Prefetch(ctx context.Context, ref Ref, progress func(done int64)) error {
+	o := c.object(ref)
+	if ref.Size > c.cfg.MaxBytes {
+		c.log.Warn("block cache: prefetching an object larger than the cache", "key", ref.Key, "size", ref.Size, "max", c.cfg.MaxBytes)
+	}
+	return c.warm(ctx, o, prioReadahead, int64(c.nworkers)*c.partBlocks, progress)
+}
+
+// startFill warms o in the background at fill priority, once per object
+// at a time (Config.FillRandomUpTo).
+func (c *Cache) startFill(o *object) {
+	c.mu.Lock()
+	if c.closed || c.fills[o.id] {
+		c.mu.Unlock()
+		return
+	}
+	c.fills[o.id] = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		err := c.warm(c.ctx, o, prioFill, 4*c.partBlocks, nil)
+		if err != nil && !errors.Is(err, ErrClosed) && c.ctx.Err() == nil {
+			c.log.Warn("block cache: background fill", "key", o.ref.Key, "err", err)
+		}
+		c.mu.Lock()
+		delete(c.fills, o.id)
+		c.mu.Unlock()
+	}()
+}
+
+// warm fetches every missing block of o at priority p, keeping ahead
+// blocks queued ahead of the one it waits for. It uses a Reader of its own
+// as the owner of its queued fetches, so they are dropped when it returns.
+func (c *Cache) warm(ctx context.Context, o *object, p prio, ahead int64, progress func(int64)) error {
+	r := &Reader{c: c, o: o, held: map[int64]*heldBlock{}}
+	c.st.readers.Add(1)
+	defer r.Close()
+	var done, queued int64
+	for idx := range o.nblocks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if queued-idx < ahead/2 && queued < o.nblocks {
+			to := min(o.nblocks, idx+ahead)
+			c.plan(o, queued, to, p, r)
+			queued = to
+		}
+		if err := c.await(ctx, o, idx, p); err != nil {
+			return err
+		}
+		done += o.blockLen(idx)
+		if progress != nil {
+			progress(done)
+		}
+	}
+	return nil
+}
+
+// await returns once block idx of o is on disk, fetching it at priority p
+// if nothing else is.
+func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio) error {
+	attempts := 0
+	for range maxRounds {
+		id := o.bid(idx)
+		c.mu.Lock()
+		closed, open := c.closed, c.files[id] != nil
+		c.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		if open || c.onDisk(o, idx) {
+			return nil
+		}
+		fl, present, err := c.ensureFlight(o, idx, idx+1, p)
+		if err != nil {
+			return err
+		}
+		if present {
+			return nil
+		}
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		switch err := fl.err; {
+		case err == nil:
+			return nil
+		case errors.Is(err, errDropped):
+		case final(err) || attempts+1 >= maxAttempts:
+			return err
+		default:
+			attempts++
+		}
+	}
+	return fmt.Errorf("block: %s block %d: gave up after %d rounds", o.ref.Key, idx, maxRounds)
+}

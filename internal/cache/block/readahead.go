@@ -1,0 +1,72 @@
+package block
+
+// Sequential detection, per Reader. A read is sequential when it starts
+// within seqSlack of the end of the current run (FUSE delivers a stream's
+// requests slightly out of order when several are in flight). The window is
+// twice the run's length, at least minWindow and at most the Reader's cap,
+// so it doubles as a stream goes on; a read elsewhere ends the run, drops
+// the window to zero and its queued readahead, and the next read adjacent
+// to it starts a new run. The first read of a handle at offset 0 starts a
+// run at once (whole-file readers such as cat). Readahead is queued in
+// whole blocks, in runs of at least min(part, window/2), so GETs stay large.
+
+const (
+	seqSlack  = 2 << 20 // how far from the run's end a read still counts as sequential
+	minWindow = 4 << 20 // window of a new run
+)
+
+// detector is one Reader's sequential-access state. It is a plain value;
+// Reader.mu guards it.
+type detector struct {
+	reads    int64
+	runStart int64 // offset where the current run began
+	next     int64 // end of the furthest byte read in the run
+	window   int64 // readahead window in bytes; 0 during random access
+	issued   int64 // readahead is queued up to this block index
+}
+
+// raParams are the limits a detector works within.
+type raParams struct {
+	bs, nblocks int64 // block size and count of the object
+	maxWindow   int64 // window cap
+	partBlocks  int64 // largest GET, in blocks
+}
+
+// raPlan is what a read asks of the fetcher.
+type raPlan struct {
+	from, to  int64 // queue readahead of blocks [from, to)
+	collapsed bool  // a run ended: drop its queued readahead
+	random    bool  // this read was not sequential
+}
+
+// observe records a read of [off, off+n) and returns the readahead to queue.
+func (d *detector) observe(off, n int64, p raParams) raPlan {
+	var plan raPlan
+	end := off + n
+	slack := max(int64(seqSlack), 2*p.bs)
+	first := d.reads == 0
+	d.reads++
+	switch {
+	case !first && off >= d.next-slack && off <= d.next+slack:
+		d.next = max(d.next, end)
+	case first && off == 0:
+		d.runStart, d.next, d.issued = 0, end, 0
+	default:
+		plan.collapsed = d.window > 0
+		plan.random = true
+		d.runStart, d.next, d.window, d.issued = off, end, 0, 0
+		return plan
+	}
+	run := d.next - d.runStart
+	d.window = min(p.maxWindow, max(min(int64(minWindow), p.maxWindow), 2*run))
+	from := max(d.issued, (d.next+p.bs-1)/p.bs)
+	to := min(p.nblocks, (d.next+d.window+p.bs-1)/p.bs)
+	if to <= from {
+		return plan
+	}
+	if need := min(p.partBlocks, max(1, d.window/p.bs/2)); to-from >= need || to == p.nblocks {
+		plan.from, plan.to = from, to
+		d.issued = to
+	}
+	return plan
+}

@@ -1,0 +1,365 @@
+package block
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+const (
+	// maxHeld bounds the block files one Reader keeps referenced (and so
+	// open). A file returned by CachedFile stays valid until maxHeld other
+	// blocks have been touched through the same Reader, or Close.
+	maxHeld = 64
+	// maxAttempts bounds fetches of one block for one read when they fail
+	// with transient errors (the store's retry decorator retries each).
+	maxAttempts = 2
+	// maxRounds bounds the wait/acquire rounds of one block (dropped
+	// readahead, evicted before use, corrupt copies).
+	maxRounds = 16
+)
+
+// Reader reads one object version through the cache, with its own
+// sequential detector and readahead. It is safe for concurrent use (FUSE
+// issues a handle's reads in parallel).
+type Reader struct {
+	c *Cache
+	o *object
+
+	// mu guards the fields below. Never held while taking Cache.mu for
+	// long or doing I/O.
+	mu     sync.Mutex
+	det    detector
+	held   map[int64]*heldBlock // referenced blocks by index
+	order  []int64              // indexes in held, oldest first
+	closed bool
+}
+
+// heldBlock is a block a Reader references. pins counts reads using it
+// right now; a pinned block is not released to make room.
+type heldBlock struct {
+	bf   *blockFile
+	pins int
+	gone bool // no longer in held; the last unpin releases bf
+}
+
+// ReadAt reads len(p) bytes at off with io.ReaderAt semantics: it returns
+// n < len(p) only with an error, io.EOF at the end of the object. Missing
+// blocks are fetched (and readahead queued when the access is sequential);
+// cached blocks are verified against their checksums, and a corrupt one is
+// dropped and fetched again. Store errors come back wrapped (errors.Is
+// sees objstore.ErrNotFound, ErrPermission, ...); an object that changed
+// under the Reader gives an error wrapping objstore.ErrPrecondition. After
+// Close, or the Cache's Close, it returns ErrClosed.
+func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	size := r.o.ref.Size
+	if off < 0 {
+		return 0, fmt.Errorf("block: negative offset %d", off)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), size-off)
+	if err := r.observe(off, n); err != nil {
+		return 0, err
+	}
+	done, waited, err := r.read(ctx, p[:n], off)
+	if waited {
+		r.c.st.misses.Add(1)
+	} else {
+		r.c.st.hits.Add(1)
+	}
+	if err != nil {
+		return done, err
+	}
+	if n < int64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+// read fills p from off block by block.
+func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waited bool, err error) {
+	o := r.o
+	end := (off+int64(len(p))-1)/o.bs + 1
+	corrupt := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		idx := pos / o.bs
+		bo := pos - idx*o.bs
+		m := int(min(int64(len(p)-done), o.blockLen(idx)-bo))
+		h, w, err := r.block(ctx, idx, end)
+		if err != nil {
+			return done, waited, err
+		}
+		err = h.bf.readAt(r.c, p[done:done+m], bo)
+		if err != nil {
+			r.unpin(h)
+			if errors.Is(err, errCorrupt) && corrupt < maxAttempts {
+				corrupt++
+				r.c.drop(h.bf)
+				r.unhold(idx, h)
+				continue
+			}
+			return done, waited, fmt.Errorf("block: cache read %s: %w", o.ref.Key, err)
+		}
+		h.bf.touch()
+		r.unpin(h)
+		if w {
+			r.c.st.bytesNet.Add(int64(m))
+		} else {
+			r.c.st.bytesCache.Add(int64(m))
+		}
+		waited = waited || w
+		done += m
+	}
+	return done, waited, nil
+}
+
+// block returns block idx, held and pinned by r (the caller unpins it),
+// fetching it (with the missing blocks after it, up to end) when it is not
+// cached. waited reports a fetch.
+func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldBlock, waited bool, err error) {
+	if h, err := r.pinHeld(idx); h != nil || err != nil {
+		return h, false, err
+	}
+	attempts := 0
+	for range maxRounds {
+		bf, err := r.c.acquire(r.o, idx)
+		if err != nil {
+			return nil, waited, err
+		}
+		if bf != nil {
+			h, err := r.hold(idx, bf)
+			return h, waited, err
+		}
+		fl, present, err := r.c.ensureFlight(r.o, idx, end, prioDemand)
+		if err != nil {
+			return nil, waited, err
+		}
+		if present {
+			continue
+		}
+		waited = true
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			return nil, waited, ctx.Err()
+		}
+		switch err := fl.err; {
+		case err == nil, errors.Is(err, errDropped):
+		case final(err) || attempts+1 >= maxAttempts:
+			return nil, waited, err
+		default:
+			attempts++
+		}
+	}
+	return nil, waited, fmt.Errorf("block: %s block %d: gave up after %d rounds", r.o.ref.Key, idx, maxRounds)
+}
+
+// final reports whether a fetch error is not worth another fetch.
+func final(err error) bool {
+	for _, e := range []error{objstore.ErrPrecondition, objstore.ErrNotFound, objstore.ErrPermission,
+		objstore.ErrUnsupported, ErrClosed, context.Canceled} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// pinHeld pins block idx if r holds it (nil otherwise).
+func (r *Reader) pinHeld(idx int64) (*heldBlock, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	h := r.held[idx]
+	if h != nil {
+		h.pins++
+	}
+	return h, nil
+}
+
+// hold records that r references bf (a reference from acquire) as block
+// idx and returns it pinned, releasing the oldest unpinned blocks beyond
+// maxHeld. If a concurrent read already holds idx, that copy is returned
+// and bf released. On a closed Reader it releases bf and fails.
+func (r *Reader) hold(idx int64, bf *blockFile) (*heldBlock, error) {
+	var rel []*blockFile
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.c.release(bf)
+		return nil, ErrClosed
+	}
+	h := r.held[idx]
+	if h != nil {
+		rel = append(rel, bf)
+	} else {
+		h = &heldBlock{bf: bf}
+		r.held[idx] = h
+		r.order = append(r.order, idx)
+		for i := 0; len(r.held) > maxHeld && i < len(r.order); {
+			old := r.order[i]
+			oh := r.held[old]
+			if oh != nil && (oh.pins > 0 || oh == h) {
+				i++
+				continue
+			}
+			r.order = append(r.order[:i], r.order[i+1:]...)
+			if oh != nil {
+				delete(r.held, old)
+				rel = append(rel, oh.bf)
+			}
+		}
+	}
+	h.pins++
+	r.mu.Unlock()
+	for _, b := range rel {
+		r.c.release(b)
+	}
+	return h, nil
+}
+
+// unpin ends a read's use of h; the last unpin of an unheld block releases
+// it.
+func (r *Reader) unpin(h *heldBlock) {
+	r.mu.Lock()
+	h.pins--
+	rel := h.pins == 0 && h.gone
+	r.mu.Unlock()
+	if rel {
+		r.c.release(h.bf)
+	}
+}
+
+// unhold stops holding h as block idx (found corrupt); its reference is
+// released now or by the last unpin.
+func (r *Reader) unhold(idx int64, h *heldBlock) {
+	r.mu.Lock()
+	if r.held[idx] != h || h.gone {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.held, idx)
+	h.gone = true
+	rel := h.pins == 0
+	r.mu.Unlock()
+	if rel {
+		r.c.release(h.bf)
+	}
+}
+
+// observe feeds a read to the sequential detector and queues what it asks.
+func (r *Reader) observe(off, n int64) error {
+	c := r.c
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	before := r.det.window
+	plan := r.det.observe(off, n, raParams{bs: r.o.bs, nblocks: r.o.nblocks, maxWindow: c.cfg.ReadaheadMax, partBlocks: c.partBlocks})
+	c.st.windowSum.Add(r.det.window - before)
+	r.mu.Unlock()
+	if plan.collapsed {
+		c.dropQueued(r)
+	}
+	if plan.random && c.cfg.FillRandomUpTo > 0 && r.o.ref.Size <= c.cfg.FillRandomUpTo {
+		c.startFill(r.o)
+	}
+	if plan.to > plan.from {
+		c.plan(r.o, plan.from, plan.to, prioReadahead, r)
+	}
+	return nil
+}
+
+// CachedFile returns an open block file and the offset in it that hold the
+// object's bytes [off, off+n) (n clipped at the end of the object) when
+// they are all in one cached block, checksums verified, so the FUSE layer
+// can hand the kernel a file descriptor (splice) instead of copying. ok is
+// false when the range is not cached or spans two blocks; the caller then
+// uses ReadAt. The file stays open until maxHeld (64) other blocks have
+// been touched through r, or r is closed; the caller must not close it.
+// A hit counts as a read for readahead.
+func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
+	o := r.o
+	if n <= 0 || off < 0 || off >= o.ref.Size {
+		return nil, 0, false
+	}
+	n = min(n, o.ref.Size-off)
+	idx := off / o.bs
+	bo := off - idx*o.bs
+	if bo+n > o.blockLen(idx) {
+		return nil, 0, false
+	}
+	h, err := r.pinHeld(idx)
+	if err != nil {
+		return nil, 0, false
+	}
+	if h == nil {
+		bf, err := r.c.acquire(o, idx)
+		if err != nil || bf == nil {
+			return nil, 0, false
+		}
+		if h, err = r.hold(idx, bf); err != nil {
+			return nil, 0, false
+		}
+	}
+	defer r.unpin(h)
+	bf := h.bf
+	if err := bf.check(r.c, nil, bo, n); err != nil {
+		if errors.Is(err, errCorrupt) {
+			r.c.drop(bf)
+			r.unhold(idx, h)
+		}
+		return nil, 0, false
+	}
+	if r.observe(off, n) != nil {
+		return nil, 0, false
+	}
+	bf.touch()
+	r.c.st.hits.Add(1)
+	r.c.st.bytesCache.Add(n)
+	return bf.f, bo, true
+}
+
+// Close releases the Reader's blocks and drops its queued readahead. It
+// always returns nil; ReadAt after Close returns ErrClosed.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	var rel []*blockFile
+	for _, h := range r.held {
+		if h.pins > 0 {
+			h.gone = true // the last unpin releases it
+		} else {
+			rel = append(rel, h.bf)
+		}
+	}
+	r.held = nil
+	r.order = nil
+	r.c.st.windowSum.Add(-r.det.window)
+	r.det.window = 0
+	r.mu.Unlock()
+	r.c.st.readers.Add(-1)
+	r.c.dropQueued(r)
+	for _, bf := range rel {
+		r.c.release(bf)
+	}
+	return nil
+}

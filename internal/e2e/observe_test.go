@@ -110,6 +110,7 @@ i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`,
 
 	// The exit summary: one JSON line on stderr matching the task.
 	s := parseSummary(t, se.String())
+	t.Logf("%d ferry_ families; exit summary: %v", fams, s)
 	checks := []struct {
 		field string
 		ok    func(float64) bool
@@ -174,6 +175,7 @@ func TestPrefetchThenRun(t *testing.T) {
 		}
 	}
 	s := parseSummary(t, res.stderr)
+	t.Logf("prefetch stderr:\n%s\nrun summary: %v", r.stderr, s)
 	total := float64(len(a) + len(b) + 100_000)
 	if s["bytes_read_network"] != 0 || s["bytes_read_cache"] < total {
 		t.Errorf("after prefetch: %v bytes from the network and %v from cache, want 0 and %v", s["bytes_read_network"], s["bytes_read_cache"], total)

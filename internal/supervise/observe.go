@@ -94,7 +94,7 @@ func (o *observer) taskEnded(ps *os.ProcessState) {
 // its progress to o.progress when it lasts more than a few seconds.
 func (o *observer) drain(ctx context.Context, wb *writeback.Manager) error {
 	end := o.writeback.StartDrain()
-	watch := WatchDrain(drainPending(wb), o.progress, DrainWatchOptions{})
+	watch := WatchDrain(drainState(wb), o.progress, DrainWatchOptions{})
 	err := wb.Drain(ctx)
 	watch.Stop()
 	end()
@@ -179,10 +179,10 @@ func writebackSnapshot(m *writeback.Manager) func() metrics.WritebackSnapshot {
 	}
 }
 
-// drainPending adapts writeback.Stats to WatchDrain's pending function.
-func drainPending(m *writeback.Manager) func() (int, int64) {
-	return func() (int, int64) {
+// drainState adapts writeback.Stats to WatchDrain's state function.
+func drainState(m *writeback.Manager) func() DrainState {
+	return func() DrainState {
 		s := m.Stats()
-		return s.PendingFiles, s.PendingBytes
+		return DrainState{PendingFiles: s.PendingFiles, PendingBytes: s.PendingBytes, UploadedBytes: s.UploadedBytes}
 	}
 }

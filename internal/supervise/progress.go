@@ -39,6 +39,15 @@ type DrainWatchOptions struct {
 	Now func() time.Time
 }
 
+// DrainState is what WatchDrain polls: the write-back queue's pending
+// files and bytes, and its cumulative uploaded bytes
+// (writeback.Stats().PendingFiles, PendingBytes and UploadedBytes).
+type DrainState struct {
+	PendingFiles  int
+	PendingBytes  int64
+	UploadedBytes int64
+}
+
 // DrainWatch reports the progress of a drain from a polling goroutine,
 // which it owns: Stop ends it.
 type DrainWatch struct {
@@ -47,13 +56,15 @@ type DrainWatch struct {
 	once sync.Once     // guards closing stop
 }
 
-// WatchDrain starts reporting the drain to report, once it has lasted
-// opts.Delay: Done is the bytes that left the queue since WatchDrain was
-// called, Total that plus what pending still reports. pending returns the
-// files and bytes not yet durable (writeback.Stats().PendingFiles and
-// PendingBytes); it is polled every opts.Interval. Call Stop when the
-// drain returns. A nil report makes WatchDrain a no-op.
-func WatchDrain(pending func() (files int, bytes int64), report ProgressFunc, opts DrainWatchOptions) *DrainWatch {
+// WatchDrain starts reporting the drain to report once it has lasted
+// opts.Delay, polling state every opts.Interval. Total is the bytes
+// pending when WatchDrain was called, grown by whatever joins the queue
+// later; Done is the bytes uploaded since then, or the bytes that left
+// the queue when that is more (server-side copies upload nothing), and
+// reaches Total when the queue is empty. Done and Total never shrink.
+// Call Stop when the drain returns. A nil report makes WatchDrain a
+// no-op.
+func WatchDrain(state func() DrainState, report ProgressFunc, opts DrainWatchOptions) *DrainWatch {
 	w := &DrainWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	if report == nil {
 		close(w.done)
@@ -68,13 +79,41 @@ func WatchDrain(pending func() (files int, bytes int64), report ProgressFunc, op
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t0 := opts.Now()
-	files0, bytes0 := pending()
-	go w.run(pending, report, opts, t0, files0, bytes0) // owner: w (Stop)
+	t := &drainTally{t0: opts.Now(), first: state()}
+	t.prev, t.total, t.filesTotal = t.first, t.first.PendingBytes, t.first.PendingFiles
+	go w.run(state, report, opts, t) // owner: w (Stop)
 	return w
 }
 
-func (w *DrainWatch) run(pending func() (int, int64), report ProgressFunc, opts DrainWatchOptions, t0 time.Time, files0 int, bytes0 int64) {
+// drainTally turns successive DrainStates into Progress. Only the
+// watcher's goroutine uses it.
+type drainTally struct {
+	t0          time.Time
+	first, prev DrainState
+	done, total int64
+	filesDone   int
+	filesTotal  int
+}
+
+func (t *drainTally) next(s DrainState, now time.Time, final bool) Progress {
+	// Files or bytes that joined the queue grow the totals.
+	t.total += max(0, s.PendingBytes-t.prev.PendingBytes)
+	t.filesTotal += max(0, s.PendingFiles-t.prev.PendingFiles)
+	t.prev = s
+	left := t.total - s.PendingBytes
+	sent := min(s.UploadedBytes-t.first.UploadedBytes, t.total)
+	t.done = max(t.done, left, sent)
+	if s.PendingFiles == 0 {
+		t.done = t.total
+	}
+	t.filesDone = max(t.filesDone, t.filesTotal-s.PendingFiles)
+	return Progress{
+		Op: "drain", Done: t.done, Total: t.total, Files: t.filesDone, FilesTotal: t.filesTotal,
+		Elapsed: now.Sub(t.t0), Final: final,
+	}
+}
+
+func (w *DrainWatch) run(state func() DrainState, report ProgressFunc, opts DrainWatchOptions, t *drainTally) {
 	defer close(w.done)
 	delay := time.NewTimer(opts.Delay)
 	defer delay.Stop()
@@ -85,30 +124,14 @@ func (w *DrainWatch) run(pending func() (int, int64), report ProgressFunc, opts 
 	}
 	tick := time.NewTicker(opts.Interval)
 	defer tick.Stop()
-	total, filesTotal := bytes0, files0
-	var done int64
-	var filesDone int
-	sample := func(final bool) {
-		files, bytes := pending()
-		// The queue may grow (a file closed late): Done and Total never
-		// shrink, and Total covers what is done plus what is pending.
-		done = max(done, total-bytes)
-		total = max(total, done+bytes)
-		filesDone = max(filesDone, filesTotal-files)
-		filesTotal = max(filesTotal, filesDone+files)
-		report(Progress{
-			Op: "drain", Done: done, Total: total, Files: filesDone, FilesTotal: filesTotal,
-			Elapsed: opts.Now().Sub(t0), Final: final,
-		})
-	}
-	sample(false)
+	report(t.next(state(), opts.Now(), false))
 	for {
 		select {
 		case <-w.stop:
-			sample(true)
+			report(t.next(state(), opts.Now(), true))
 			return
 		case <-tick.C:
-			sample(false)
+			report(t.next(state(), opts.Now(), false))
 		}
 	}
 }

@@ -15,27 +15,39 @@ import (
 // header (it is at the top; the rest can be a megabyte-sized stage script).
 const maxHeaderBytes = 8 << 20
 
-// ParseOutputs returns the patterns of the "### outputs:" block in the
-// metadata header of a .command.run (BashWrapperBuilder.getTaskMetadata):
+// Header is what ferry uses of the metadata header of a .command.run
+// (BashWrapperBuilder.getTaskMetadata):
 //
 //	### ---
 //	### name: 'FOO (1)'
+//	### array:
+//	###   index-name: AWS_BATCH_JOB_ARRAY_INDEX
+//	###   index-start: 0
+//	###   work-dirs:
+//	###   - s3://bucket/work/aa/bb
+//	### container: 'image'
 //	### outputs:
 //	### - 'sample_filtered*.bam'
 //	### - 'dir/*.txt'
 //	### ...
-//
-// Each "### - 'pattern'" line gives one pattern (the outer single quotes
-// are removed; Nextflow does not escape inner ones). The block ends at the
-// first line of another shape; reading stops at "### ...". A script
-// without a header or without outputs gives nil patterns and no error;
-// the error is a read error.
-func ParseOutputs(r io.Reader) ([]string, error) {
+type Header struct {
+	// Outputs are the output glob patterns, in order (outer single quotes
+	// removed; Nextflow does not escape inner ones).
+	Outputs []string
+	// ArrayWorkDirs are the work dirs of a job array's tasks (only in the
+	// array's own .command.run), as written: URIs such as s3://b/work/aa.
+	ArrayWorkDirs []string
+}
+
+// ParseHeader parses the header at the top of a .command.run. A script
+// without a header gives a zero Header and no error; the error is a read
+// error. Reading stops at "### ...".
+func ParseHeader(r io.Reader) (Header, error) {
 	br := bufio.NewReader(io.LimitReader(r, maxHeaderBytes))
 	var (
-		out        []string
+		h          Header
 		inHeader   bool
-		inOutputs  bool
+		block      string // "outputs", "work-dirs" or ""
 		lineNumber int
 	)
 	for {
@@ -45,25 +57,31 @@ func ParseOutputs(r io.Reader) ([]string, error) {
 			line = strings.TrimRight(line, "\r\n")
 			switch {
 			case line == "### ---":
-				inHeader, inOutputs = true, false
+				inHeader, block = true, ""
 			case !inHeader:
 			case line == "### ...":
-				return out, nil
+				return h, nil
 			case line == "### outputs:":
-				inOutputs = true
-			case inOutputs && strings.HasPrefix(line, "### - "):
+				block = "outputs"
+			case line == "###   work-dirs:":
+				block = "work-dirs"
+			case block == "outputs" && strings.HasPrefix(line, "### - "):
 				if p := unquote(strings.TrimSpace(strings.TrimPrefix(line, "### - "))); p != "" {
-					out = append(out, p)
+					h.Outputs = append(h.Outputs, p)
+				}
+			case block == "work-dirs" && strings.HasPrefix(line, "###   - "):
+				if d := unescape(strings.TrimSpace(strings.TrimPrefix(line, "###   - "))); d != "" {
+					h.ArrayWorkDirs = append(h.ArrayWorkDirs, d)
 				}
 			default:
-				inOutputs = false
+				block = ""
 			}
 		}
 		if err == io.EOF {
-			return out, nil
+			return h, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s header (line %d): %w", CommandRun, lineNumber, err)
+			return Header{}, fmt.Errorf("reading %s header (line %d): %w", CommandRun, lineNumber, err)
 		}
 	}
 }
@@ -78,16 +96,51 @@ func unquote(s string) string {
 	return s
 }
 
-// ReadOutputs reads the output patterns of the .command.run at key
-// through st. Errors are the store's (errors.Is(err, objstore.ErrNotFound)
-// when the script is missing) or read errors.
-func ReadOutputs(ctx context.Context, st objstore.Store, key string) ([]string, error) {
+// unescape undoes Nextflow's Escape.path (a backslash before special
+// characters).
+func unescape(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// ReadHeader reads the header of the .command.run at key through st.
+// Errors are the store's (errors.Is(err, objstore.ErrNotFound) when the
+// script is missing) or read errors.
+func ReadHeader(ctx context.Context, st objstore.Store, key string) (Header, error) {
 	rd, err := st.NewReader(ctx, key, 0, maxHeaderBytes, objstore.ReadOptions{})
 	if err != nil {
-		return nil, err
+		return Header{}, err
 	}
 	defer rd.Close()
-	return ParseOutputs(rd)
+	return ParseHeader(rd)
+}
+
+// ParseURI maps a work-dir URI (s3://bucket/key, gs://…, az://container/…)
+// to its location; ok is false for other schemes or without a bucket.
+func ParseURI(uri string) (Location, bool) {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return Location{}, false
+	}
+	switch scheme {
+	case "s3", "gs", "az":
+	default:
+		return Location{}, false
+	}
+	bucket, key, _ := strings.Cut(rest, "/")
+	if bucket == "" {
+		return Location{}, false
+	}
+	return Location{Scheme: scheme, Bucket: bucket, Key: strings.Trim(path.Clean("/"+key), "/")}, true
 }
 
 // LaunchScript finds the Nextflow launcher in a task command: argv of the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ NXF_CHDIR=/fusion/s3/my-bucket/work/3f/9a1c0d
 ###   index-start: 0
 ###   work-dirs:
 ###   - s3://my-bucket/work/aa/bb
-###   - s3://my-bucket/work/cc/dd
+###   - s3://my-bucket/work/cc\ dd
 ### container: 'wave.seqera.io/wt/xyz/samtools:1.17'
 ### outputs:
 ### - 'sample_filtered*.bam'
@@ -36,67 +37,79 @@ set -e
 ### - 'not-an-output'
 `
 
-func TestParseOutputs(t *testing.T) {
+func TestParseHeader(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
-		want []string
+		want Header
 	}{
-		{name: "nextflow header", in: commandRun, want: []string{"sample_filtered*.bam", "dir/*.txt", "it's.txt"}},
-		{name: "crlf and no end marker", in: "### ---\r\n### outputs:\r\n### - 'a'\r\n### - b\r\n", want: []string{"a", "b"}},
-		{name: "block ends at another key", in: "### ---\n### outputs:\n### - 'a'\n### container: 'x'\n### - 'b'\n### ...\n", want: []string{"a"}},
-		{name: "no outputs", in: "#!/bin/bash\n### ---\n### name: 'x'\n### ...\n### outputs:\n### - 'late'\n", want: nil},
-		{name: "no header", in: "#!/bin/bash\n### outputs:\n### - 'a'\n", want: nil},
-		{name: "empty", in: "", want: nil},
+		{name: "nextflow header", in: commandRun, want: Header{
+			Outputs:       []string{"sample_filtered*.bam", "dir/*.txt", "it's.txt"},
+			ArrayWorkDirs: []string{"s3://my-bucket/work/aa/bb", "s3://my-bucket/work/cc dd"},
+		}},
+		{name: "crlf and no end marker", in: "### ---\r\n### outputs:\r\n### - 'a'\r\n### - b\r\n", want: Header{Outputs: []string{"a", "b"}}},
+		{name: "block ends at another key", in: "### ---\n### outputs:\n### - 'a'\n### container: 'x'\n### - 'b'\n### ...\n", want: Header{Outputs: []string{"a"}}},
+		{name: "array dirs are not outputs", in: "### ---\n###   work-dirs:\n###   - gs://b/w\n### outputs:\n### - 'x'\n###   - gs://b/v\n### ...\n",
+			want: Header{Outputs: []string{"x"}, ArrayWorkDirs: []string{"gs://b/w"}}},
+		{name: "no outputs", in: "#!/bin/bash\n### ---\n### name: 'x'\n### ...\n### outputs:\n### - 'late'\n"},
+		{name: "no header", in: "#!/bin/bash\n### outputs:\n### - 'a'\n"},
+		{name: "empty", in: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseOutputs(strings.NewReader(tc.in))
+			got, err := ParseHeader(strings.NewReader(tc.in))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %q, want %q", got, tc.want)
+				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestParseOutputsReadError(t *testing.T) {
+func TestParseHeaderReadError(t *testing.T) {
 	boom := errors.New("boom")
-	r := iotest.TimeoutReader(strings.NewReader("### ---\n### outputs:\n"))
-	_, err := ParseOutputs(readerThenErr{r: r, err: boom})
+	_, err := ParseHeader(io.MultiReader(strings.NewReader("### ---\n### outputs:\n"), iotest.ErrReader(boom)))
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want boom", err)
 	}
 }
 
-type readerThenErr struct {
-	r   interface{ Read([]byte) (int, error) }
-	err error
-}
-
-func (r readerThenErr) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil {
-		return n, r.err
-	}
-	return n, nil
-}
-
-func TestReadOutputs(t *testing.T) {
+func TestReadHeader(t *testing.T) {
 	ctx := context.Background()
 	st := mem.New(mem.Options{})
 	body := []byte(commandRun)
 	if _, err := st.Put(ctx, "work/3f/.command.run", bytes.NewReader(body), int64(len(body)), objstore.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadOutputs(ctx, st, "work/3f/.command.run")
-	if err != nil || len(got) != 3 {
-		t.Fatalf("ReadOutputs = %q, %v", got, err)
+	got, err := ReadHeader(ctx, st, "work/3f/.command.run")
+	if err != nil || len(got.Outputs) != 3 {
+		t.Fatalf("ReadHeader = %+v, %v", got, err)
 	}
-	if _, err := ReadOutputs(ctx, st, "work/none/.command.run"); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := ReadHeader(ctx, st, "work/none/.command.run"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("missing script: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestParseURI(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Location
+		ok   bool
+	}{
+		{in: "s3://b/work/aa/bb", want: Location{Scheme: "s3", Bucket: "b", Key: "work/aa/bb"}, ok: true},
+		{in: "gs://b/work/aa/", want: Location{Scheme: "gs", Bucket: "b", Key: "work/aa"}, ok: true},
+		{in: "az://c", want: Location{Scheme: "az", Bucket: "c"}, ok: true},
+		{in: "file:///tmp/x"},
+		{in: "s3:///x"},
+		{in: "/fusion/s3/b/x"},
+	}
+	for _, tc := range tests {
+		got, ok := ParseURI(tc.in)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("ParseURI(%q) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }
 

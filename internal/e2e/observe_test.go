@@ -181,6 +181,20 @@ func TestPrefetchThenRun(t *testing.T) {
 		t.Errorf("after prefetch: %v bytes from the network and %v from cache, want 0 and %v", s["bytes_read_network"], s["bytes_read_cache"], total)
 	}
 
+	// Inside a task: prefetch (same cache dir, next to the running
+	// ferry), then read; the running ferry finds the blocks on disk.
+	in := randBytes(t, 5<<20+3)
+	e.put("inside/big", in)
+	res = e.run(fmt.Sprintf("%s prefetch --mount-point %s --cache-dir %s %s && sha256sum %s",
+		ferryBin, e.mnt, e.cache, e.path("inside/big"), e.path("inside/big")))
+	if res.code != 0 || !strings.Contains(res.stdout, sha(in)) {
+		t.Fatalf("prefetch inside a task: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	s = parseSummary(t, res.stderr)
+	if s["bytes_read_network"] != 0 || s["bytes_read_cache"] < float64(len(in)) {
+		t.Errorf("prefetch inside a task: %v bytes from the network and %v from cache, want 0 and %d", s["bytes_read_network"], s["bytes_read_cache"], len(in))
+	}
+
 	// A path that matches nothing fails with exit 1.
 	r = e.ferry(time.Minute, "prefetch", "--mount-point", e.mnt, "--cache-dir", e.cache, e.path("nothing/*.fa"))
 	if r.code != 1 || !strings.Contains(r.stderr, "no match") {

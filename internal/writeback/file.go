@@ -408,3 +408,22 @@ func (f *File) ensureLive() {
 	f.mu.Unlock()
 	f.m.mu.Unlock()
 }
+
+// HasBase reports whether the file still depends on the object at key in
+// its bucket: its clean bytes are read from it (it is the file's base), or
+// a rename queued that key for deletion once the file is durable. Either
+// way writeback deletes that key itself after the file is durable under
+// its current name, so the caller must not delete it earlier.
+func (f *File) HasBase(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.base != nil && f.base.Key == key && !f.removed {
+		return true
+	}
+	for _, d := range f.deleteAfter {
+		if d.Key == key {
+			return true
+		}
+	}
+	return false
+}

@@ -22,10 +22,21 @@ func listCases() []testCase {
 // sorts before "/", so "a-b" comes before the prefix "a/").
 var listTree = []string{"a", "a-b", "a/b", "a/c/d", "b", "c/x", "c/y/z", "d"}
 
+// drop removes the object "a" from want when the backend cannot hold it.
+func (e *env) drop(want []string) []string {
+	if !e.h.NoObjectPrefixCollision {
+		return want
+	}
+	return slices.DeleteFunc(slices.Clone(want), func(k string) bool { return k == "a" })
+}
+
 func putTree(t *testing.T, e *env) map[string]int64 {
 	t.Helper()
 	sizes := make(map[string]int64)
 	for i, k := range listTree {
+		if k == "a" && e.h.NoObjectPrefixCollision {
+			continue
+		}
 		sizes[k] = e.put(t, k, randBytes(uint64(i), int64(i+1)), objstore.PutOptions{}).Size
 	}
 	return sizes
@@ -64,7 +75,7 @@ func testListDelimiter(t *testing.T, e *env) {
 					t.Errorf("%s: Size = %d, want %d", o.Key, o.Size, sizes[o.Key])
 				}
 			}
-			if !slices.Equal(keys, tt.objects) {
+			if !slices.Equal(keys, e.drop(tt.objects)) {
 				t.Errorf("objects = %q, want %q", keys, tt.objects)
 			}
 			if !slices.Equal(page.Prefixes, tt.prefixes) {
@@ -121,7 +132,7 @@ func testListPagination(t *testing.T, e *env) {
 					t.Errorf("%q listed %d times", k, n)
 				}
 			}
-			if !slices.Equal(objs, tt.objects) {
+			if !slices.Equal(objs, e.drop(tt.objects)) {
 				t.Errorf("objects = %q, want %q", objs, tt.objects)
 			}
 			if !slices.Equal(prefixes, tt.prefixes) {
@@ -138,7 +149,7 @@ func testListPagination(t *testing.T, e *env) {
 		for _, o := range objs {
 			keys = append(keys, o.Key)
 		}
-		if want := []string{"a", "a-b", "b", "d"}; !slices.Equal(keys, want) {
+		if want := e.drop([]string{"a", "a-b", "b", "d"}); !slices.Equal(keys, want) {
 			t.Errorf("ListAll objects = %q, want %q", keys, want)
 		}
 		if want := []string{"a/", "c/"}; !slices.Equal(prefixes, want) {

@@ -93,7 +93,7 @@ bucket. Installed as /usr/bin/fusion it is a drop-in for Nextflow's fusion.enabl
 	root.SetOut(stdio.Stdout)
 	root.SetErr(stdio.Stderr)
 	cfg := config.Defaults()
-	root.AddCommand(newRunCmd(ctx, stdio, &cfg, code), newMountCmd(ctx, stdio, code), newVersionCmd(stdio), newConfigCmd(stdio))
+	root.AddCommand(newRunCmd(ctx, stdio, &cfg, code), newMountCmd(ctx, stdio, code), newVersionCmd(stdio), newConfigCmd(stdio), newPrefetchCmd(ctx, stdio))
 	return root
 }
 
@@ -122,7 +122,7 @@ func runWith(ctx context.Context, stdio IO, cfg config.Config, args []string) in
 		return supervise.ExitStartFailure
 	}
 	defer closeLog()
-	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log})
+	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log, Progress: newProgress(stdio.Stderr, log, progressOptions{Terminal: isTerminal(stdio.Stderr)})})
 }
 
 func newMountCmd(ctx context.Context, stdio IO, code *int) *cobra.Command {
@@ -151,7 +151,7 @@ func newMountCmd(ctx context.Context, stdio IO, code *int) *cobra.Command {
 			defer closeLog()
 			sctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			*code = supervise.Mount(sctx, cfg, supervise.Options{Logger: log})
+			*code = supervise.Mount(sctx, cfg, supervise.Options{Logger: log, Progress: newProgress(stdio.Stderr, log, progressOptions{Terminal: isTerminal(stdio.Stderr)})})
 			return nil
 		},
 	}

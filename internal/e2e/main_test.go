@@ -71,7 +71,7 @@ func (e *s3env) newStore(endpoint string) objstore.Store {
 	e.t.Helper()
 	st, err := s3.New(context.Background(), s3.Config{
 		Bucket: e.bucket, Endpoint: endpoint, Region: e.srv.Region,
-		AccessKey: e.srv.AccessKey, SecretKey: e.srv.SecretKey,
+		AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey,
 	})
 	if err != nil {
 		e.t.Fatalf("s3 store: %v", err)

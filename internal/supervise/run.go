@@ -37,6 +37,8 @@ type Options struct {
 	Hooks  Hooks
 	Stdout io.Writer // the task's stdout (default os.Stdout)
 	Stderr io.Writer // the task's stderr (default os.Stderr)
+	// Progress renders a drain that lasts more than a few seconds.
+	Progress ProgressFunc
 }
 
 // Run mounts, runs argv as the task, drains and unmounts. It returns the
@@ -58,7 +60,8 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 		log.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure
 	}
-	code := runTask(ctx, bin, argv, opts, log)
+	st.obs.progress = opts.Progress
+	code := runTask(ctx, bin, argv, opts, log, st.obs)
 	return finish(st, code)
 }
 
@@ -75,13 +78,18 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		st.close()
 		return nil, err
 	}
+	if err := st.obs.serve(cfg.MetricsAddr); err != nil {
+		st.unmount()
+		st.close()
+		return nil, err
+	}
 	log.Debug("mounted", "mount_point", cfg.MountPoint, "cache_dir", cfg.CacheDir)
 	return st, nil
 }
 
 // runTask starts the task in its own process group, forwards signals and
 // returns its exit code (128+signal when killed by one).
-func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger) int {
+func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer) int {
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin = os.Stdin
@@ -96,6 +104,7 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
+	obs.taskStarting()
 	if err := cmd.Start(); err != nil {
 		log.Error("cannot start the task", "cmd", argv[0], "err", err.Error())
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -115,6 +124,7 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			ctx = context.Background()
 		case err := <-done:
+			obs.taskEnded(cmd.ProcessState)
 			// Background processes the task left in its group would keep
 			// files open; ask them to go.
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -151,7 +161,7 @@ func finish(st *stack, code int) int {
 	}
 	st.wb.Stop()
 	t0 := time.Now()
-	derr := st.wb.Drain(ctx)
+	derr := st.obs.drain(ctx, st.wb)
 	if st.hooks.AfterDrain != nil {
 		if err := st.hooks.AfterDrain(ctx, st.cfg.MountPoint); err != nil {
 			log.Error("after-drain hook failed", "err", err.Error())
@@ -159,6 +169,7 @@ func finish(st *stack, code int) int {
 	}
 	st.unmount()
 	stats := st.wb.Stats()
+	st.obs.summarize(st.blocks, st.wb, code, derr)
 	st.close()
 	if derr != nil {
 		log.Error(fmt.Sprintf("not every write could be made durable: %v", derr), "drain_seconds", time.Since(t0).Seconds())
@@ -176,6 +187,7 @@ func Mount(ctx context.Context, cfg config.Config, opts Options) int {
 		opts.Logger.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure
 	}
+	st.obs.progress = opts.Progress
 	<-ctx.Done()
 	return finish(st, ExitOK)
 }

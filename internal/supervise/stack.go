@@ -33,12 +33,14 @@ type stack struct {
 	fs     *vfs.FS
 	srv    *fusefs.Server
 	hooks  Hooks
+	obs    *observer // metrics, /metrics listener, exit summary
 }
 
 // stores creates one store per bucket on first use.
 type stores struct {
 	cfg config.Config
 	log *slog.Logger
+	obs *observer // nil: no instrumentation (prefetch)
 
 	mu sync.Mutex                // guards m
 	m  map[string]objstore.Store // "s3/bucket" -> store; guarded by mu
@@ -77,10 +79,11 @@ func (s *stores) resolve(ctx context.Context, scheme, bucket string) (objstore.S
 	st = objstore.WithRetry(st, objstore.RetryPolicy{
 		MaxAttempts:    s.cfg.MaxRetries,
 		RequestTimeout: s.cfg.RequestTimeout,
-		OnRetry: func(op string, attempt int, err error) {
+		OnRetry: s.obs.retryHook(scheme, func(op string, attempt int, err error) {
 			log.Warn("retrying backend request", "op", op, "attempt", attempt, "err", err.Error())
-		},
+		}),
 	})
+	st = s.obs.wrapStore(st, scheme, log)
 	s.m[id] = st
 	return st, nil
 }
@@ -99,7 +102,8 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
 	s := &stack{cfg: cfg, log: log, reg: metrics.NewRegistry(), hooks: hooks}
-	s.stores = &stores{cfg: cfg, log: log, m: map[string]objstore.Store{}}
+	s.obs = newObserver(s.reg)
+	s.stores = &stores{cfg: cfg, log: log, obs: s.obs, m: map[string]objstore.Store{}}
 	var err error
 	s.meta, err = meta.New(meta.Config{StatTTL: cfg.StatTTL, ListTTL: cfg.ListTTL, NegativeTTL: cfg.NegativeTTL})
 	if err != nil {
@@ -120,6 +124,7 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 		s.blocks.Close()
 		return nil, fmt.Errorf("write-back journal: %w", err)
 	}
+	s.obs.attach(s.blocks, s.wb)
 	s.fs = vfs.New(vfs.Options{}, vfs.Deps{
 		Resolve: s.stores.resolve, Writeback: s.wb, Blocks: s.blocks, Meta: s.meta, Logger: log,
 	})
@@ -165,4 +170,5 @@ func (s *stack) close() {
 	s.blocks.Close()
 	s.meta.Close()
 	s.stores.closeAll()
+	s.obs.close()
 }

@@ -49,7 +49,7 @@ func TestKillAndRestart(t *testing.T) {
 	p := slowUploads(t, e, 200)
 	sig := t.TempDir()
 	cmd := exec.Command(ferryBin, "run", "--mount-point", e.mnt, "--cache-dir", e.cache, "--",
-		"sh", "-c", "cp "+src+" "+e.path("k9.bin")+" && cp "+smallSrc+" "+e.path("d/small.bin")+" && touch "+sig+"/closed && sleep 600")
+		"sh", "-c", "mkdir -p "+e.path("d")+" && cp "+src+" "+e.path("k9.bin")+" && cp "+smallSrc+" "+e.path("d/small.bin")+" && touch "+sig+"/closed && sleep 600")
 	cmd.Env = append(e.srv.Env(), "AWS_S3_ENDPOINT="+p.Endpoint)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -99,7 +99,7 @@ func TestDrainFailure(t *testing.T) {
 	go func() {
 		cmd := exec.Command(ferryBin, "run", "--mount-point", e.mnt, "--cache-dir", e.cache, "--drain-timeout", "5s",
 			"--max-retries", "2", "--", "sh", "-c",
-			"cp "+src+" "+e.path("out/late.bin")+" && touch "+sig+"/ready && while [ ! -e "+sig+"/go ]; do sleep 0.1; done; exit 0")
+			"mkdir -p "+e.path("out")+" && cp "+src+" "+e.path("out/late.bin")+" && touch "+sig+"/ready && while [ ! -e "+sig+"/go ]; do sleep 0.1; done; exit 0")
 		cmd.Env = append(e.srv.Env(), "AWS_S3_ENDPOINT="+p.Endpoint)
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se

@@ -147,12 +147,12 @@ R=%s
 mkdir -p $R/raw
 seq 1 100000 > $R/raw/s.txt
 echo size=$(stat -c %%s $R/raw/s.txt)
-echo sum=$(sha256sum < $R/raw/s.txt)
+echo "sum=$(sha256sum < $R/raw/s.txt)"
 echo ls=$(ls $R/raw)
 echo more >> $R/raw/s.txt
 echo tail=$(tail -n1 $R/raw/s.txt)
 `, e.path("")))
-	want, _ := exec.Command("sh", "-c", "seq 1 100000 | sha256sum").Output()
+	want, _ := exec.Command("sh", "-c", "seq 1 100000 | sha256sum").Output() // "<hex>  -"
 	for _, w := range []string{"size=588895", "sum=" + strings.TrimSpace(string(want)), "ls=s.txt", "tail=more"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("missing %q in\n%s", w, out)

@@ -3,6 +3,9 @@ package vfs
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
+	"os"
 	"syscall"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -26,10 +29,14 @@ func Errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	var e syscall.Errno
+	var (
+		e   syscall.Errno
+		oe  *objstore.Error
+		ne  *net.OpError
+		ue  *url.Error
+		sce *os.SyscallError
+	)
 	switch {
-	case errors.As(err, &e):
-		return e
 	case errors.Is(err, objstore.ErrNotFound):
 		return syscall.ENOENT
 	case errors.Is(err, objstore.ErrPermission):
@@ -40,6 +47,12 @@ func Errno(err error) syscall.Errno {
 		return syscall.ENOTSUP
 	case errors.Is(err, context.Canceled):
 		return syscall.EINTR
+	case errors.As(err, &oe), errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &sce):
+		// A backend or transport failure: its inner errno (ECONNREFUSED,
+		// ETIMEDOUT, …) is not the file's, so the task sees EIO.
+		return syscall.EIO
+	case errors.As(err, &e):
+		return e
 	}
 	return syscall.EIO
 }

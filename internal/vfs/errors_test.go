@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"syscall"
 	"testing"
 
@@ -27,6 +30,9 @@ func TestErrno(t *testing.T) {
 		{err: context.DeadlineExceeded, want: syscall.EIO},
 		{err: &objstore.Error{Status: 503, Kind: objstore.ErrThrottled}, want: syscall.EIO},
 		{err: errors.New("dial tcp 127.0.0.1:1: connection refused"), want: syscall.EIO},
+		{err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, want: syscall.EIO},
+		{err: &objstore.Error{Op: "List", Err: &url.Error{Op: "Get", Err: syscall.ECONNREFUSED}}, want: syscall.EIO},
+		{err: fmt.Errorf("giving up: %w", &objstore.Error{Err: syscall.ETIMEDOUT}), want: syscall.EIO},
 	}
 	for _, tt := range tests {
 		if got := Errno(tt.err); got != tt.want {

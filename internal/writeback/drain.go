@@ -16,7 +16,8 @@ type Failure struct {
 	Err    error
 }
 
-// DrainError names every file that is not durable.
+// DrainError names every file that is not durable. Its staged data stays
+// in the journal: a later New on the same Dir uploads it.
 type DrainError struct {
 	Failures []Failure
 }
@@ -33,48 +34,53 @@ func (e *DrainError) Error() string {
 	return fmt.Sprintf("writeback: %d file(s) not durable: %s", len(e.Failures), strings.Join(names, ", "))
 }
 
-// errStillOpen is the cause reported for a file never released.
-var errStillOpen = errors.New("still open at the drain deadline")
+// Causes reported for files that never failed an upload attempt.
+var (
+	errStillOpen  = errors.New("still open at the drain deadline")
+	errOrderWait  = errors.New("waits for the other files of its directory (it must be uploaded last)")
+	errNotStarted = errors.New("not uploaded before the drain deadline")
+)
 
-// Drain waits until every dirty file is durable (and every renamed file's
+// drainTick is how often Drain re-checks that no pending file idles.
+const drainTick = time.Second
+
+// Drain waits until every closed file is durable (and every renamed file's
 // old name deleted), retrying failed uploads (at once, then with backoff)
-// until ctx ends. Files still open are waited for. OrderLast is honoured.
-// It returns nil only when every byte is in the bucket; otherwise a
-// *DrainError naming each file, each also logged with its cause. Staged
-// data of failed files stays in the journal for a later New.
+// until ctx ends. Files still open are waited for until then. OrderLast is
+// honoured. It returns nil only when every byte is in the bucket;
+// otherwise a *DrainError naming each file, each also logged with its
+// cause (and, for an *objstore.Error, the HTTP status and request id). It
+// returns early when every pending file failed with a final error (or
+// waits for one that did). Staged data of failed files stays with its
+// journal record for a later New.
 func (m *Manager) Drain(ctx context.Context) error {
-	m.mu.Lock()
-	all := make([]*File, 0, len(m.byID))
-	for _, f := range m.byID {
-		all = append(all, f)
-	}
-	m.mu.Unlock()
-	for _, f := range all {
+	for _, f := range m.liveFiles() {
 		f.mu.Lock()
 		d, c := f.wantsLocked()
 		f.mu.Unlock()
 		if d || c {
-			f.kick()
+			f.kick() // also retries a final failure once more
 		}
 	}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(drainTick)
 	defer tick.Stop()
 wait:
 	for {
 		ch := m.changedCh()
-		pending, progress := m.drainState()
+		st := m.drainState()
 		switch {
-		case len(pending) == 0:
+		case len(st.busy) == 0:
 			return nil
-		case !progress:
+		case !st.progress:
 			break wait // every pending file failed finally
 		}
 		select {
 		case <-ch:
 		case <-tick.C:
-			for _, f := range pending { // a safety net: nothing may idle
+			for _, f := range st.busy { // a safety net: nothing may idle
 				f.mu.Lock()
-				idle := !f.uploading && !f.final && f.refs == 0
+				d, c := f.wantsLocked()
+				idle := (d || c) && !f.uploading && !f.final
 				f.mu.Unlock()
 				if idle {
 					f.kick()
@@ -84,76 +90,118 @@ wait:
 			break wait
 		}
 	}
-	pending, _ := m.drainState()
-	if len(pending) == 0 {
+	st := m.drainState()
+	for _, f := range st.aborts {
+		m.log.Warn("writeback: a multipart upload of an earlier process could not be aborted yet; a bucket lifecycle rule will remove it", "path", f.Target().String())
+	}
+	if len(st.failed) == 0 {
 		return nil
 	}
 	de := &DrainError{}
-	for _, f := range pending {
-		f.mu.Lock()
-		fl := Failure{Target: f.target, Err: f.lastErr}
-		if f.refs > 0 && f.gen > f.durableGen {
-			fl.Err = errStillOpen
-		} else if fl.Err == nil {
-			fl.Err = fmt.Errorf("not uploaded before the drain deadline: %w", context.Cause(ctx))
-		}
-		if len(f.deleteAfter) > 0 && (f.removed || f.gen == f.durableGen) {
-			fl.Err = fmt.Errorf("old name %s not deleted: %w", f.deleteAfter[0].Key, fl.Err)
-		}
-		f.mu.Unlock()
+	for _, f := range st.failed {
+		fl := m.failure(ctx, f)
 		de.Failures = append(de.Failures, fl)
 		attrs := []any{"path", fl.Target.String(), "err", fl.Err}
 		var oe *objstore.Error
-		if errors.As(fl.Err, &oe) && oe.RequestID != "" {
-			attrs = append(attrs, "request_id", oe.RequestID)
+		if errors.As(fl.Err, &oe) {
+			if oe.Status != 0 {
+				attrs = append(attrs, "status", oe.Status)
+			}
+			if oe.RequestID != "" {
+				attrs = append(attrs, "request_id", oe.RequestID)
+			}
 		}
 		m.log.Error("writeback: not durable", attrs...)
 	}
 	return de
 }
 
-// drainState returns the files Drain still waits for, and whether any of
-// them can make progress (is open, uploading or retrying, or waits for an
-// order that can still be satisfied).
-func (m *Manager) drainState() (pending []*File, progress bool) {
+// failure describes why f is not durable.
+func (m *Manager) failure(ctx context.Context, f *File) Failure {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := Failure{Target: f.target, Err: f.lastErr}
+	dataPending := !f.removed && f.gen > f.durableGen
+	switch {
+	case dataPending && f.refs > 0:
+		fl.Err = errStillOpen
+	case fl.Err != nil:
+	case dataPending && m.orderLastKey(f.target.Key):
+		fl.Err = errOrderWait
+	default:
+		fl.Err = fmt.Errorf("%w: %w", errNotStarted, context.Cause(ctx))
+	}
+	if !dataPending && len(f.deleteAfter) > 0 {
+		fl.Err = fmt.Errorf("old name %s not deleted: %w", f.deleteAfter[0].Key, fl.Err)
+	}
+	return fl
+}
+
+// drainView is what Drain waits for.
+type drainView struct {
+	busy     []*File // files with anything left to do (or a running loop)
+	failed   []*File // of those, files whose data or old-name delete is pending
+	aborts   []*File // of those, files with only aborts of old uploads left
+	progress bool    // some busy file can still make progress
+}
+
+// drainState classifies the live files for Drain.
+func (m *Manager) drainState() drainView {
+	var v drainView
+	var ordered []*File
+	for _, f := range m.liveFiles() {
+		f.mu.Lock()
+		data := !f.removed && f.gen > f.durableGen
+		dels := len(f.deleteAfter) > 0
+		aborts := false
+		for _, u := range f.uploads {
+			aborts = aborts || !u.owned
+		}
+		loop := f.uploading
+		stuck := f.final && !f.uploading && f.refs == 0
+		open := f.refs > 0 && data
+		key := f.target.Key
+		f.mu.Unlock()
+		if !data && !dels && !aborts && !loop {
+			continue
+		}
+		v.busy = append(v.busy, f)
+		switch {
+		case data || dels:
+			v.failed = append(v.failed, f)
+		case aborts:
+			v.aborts = append(v.aborts, f)
+		}
+		switch {
+		case open:
+			v.progress = true // to be closed
+		case stuck:
+		case data && loop && m.orderLastKey(key):
+			ordered = append(ordered, f) // maybe blocked for good
+		default:
+			v.progress = true // uploading, retrying, or to be kicked
+		}
+	}
+	for _, f := range ordered {
+		if v.progress {
+			break
+		}
+		v.progress = m.eligible(f)
+	}
+	return v
+}
+
+// liveFiles returns every live file (dirty, open, or a stub with cleanup).
+func (m *Manager) liveFiles() []*File {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	all := make([]*File, 0, len(m.byID))
 	for _, f := range m.byID {
 		all = append(all, f)
 	}
-	m.mu.Unlock()
-	var waiting []*File
-	for _, f := range all {
-		f.mu.Lock()
-		data := f.live && !f.removed && f.gen > f.durableGen
-		dels := f.live && len(f.deleteAfter) > 0
-		stuck := f.final && !f.uploading && f.refs == 0
-		open := f.refs > 0
-		uploading := f.uploading
-		f.mu.Unlock()
-		if !data && !dels {
-			continue
-		}
-		pending = append(pending, f)
-		switch {
-		case open || (!stuck && !uploading):
-			progress = true // to be closed, or to be kicked (Sync, retry)
-		case stuck:
-		case m.orderLast(f):
-			waiting = append(waiting, f)
-		default:
-			progress = true
-		}
-	}
-	for _, f := range waiting {
-		if progress {
-			break
-		}
-		progress = m.eligible(f)
-	}
-	return pending, progress
+	return all
 }
 
-func (m *Manager) orderLast(f *File) bool {
-	return m.cfg.OrderLast != nil && m.cfg.OrderLast(f.Target().Key)
+func (m *Manager) orderLastKey(key string) bool {
+	return m.cfg.OrderLast != nil && m.cfg.OrderLast(key)
 }

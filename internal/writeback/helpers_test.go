@@ -3,6 +3,7 @@ package writeback
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -151,6 +152,12 @@ func drain(t *testing.T, m *Manager) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := m.Drain(ctx); err != nil {
+		var de *DrainError
+		if errors.As(err, &de) {
+			for _, f := range de.Failures {
+				t.Logf("not durable: %s: %v", f.Target, f.Err)
+			}
+		}
 		t.Fatalf("Drain: %v", err)
 	}
 }

@@ -56,6 +56,10 @@ type baseRec struct {
 type uploadRec struct {
 	Key string `json:"key"`
 	ID  string `json:"id"`
+	// owned (not journaled): a running stream or attempt of this process
+	// created the upload and completes or aborts it itself. Uploads not
+	// owned (recovered from the journal) are aborted by the next attempt.
+	owned bool
 }
 
 // deleteRec is a key to delete once the file is durable under its new

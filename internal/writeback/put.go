@@ -65,11 +65,7 @@ func (f *File) upload(ctx context.Context, st objstore.Store, snap snapshot) (ob
 	b := snap.base
 	if b != nil && len(snap.dirty) == 0 && snap.size == b.Size && snap.baseLimit == b.Size && b.Size > 0 {
 		// Only the name or the metadata changed: copy on the server.
-		if err := acquire(ctx, m.small); err != nil {
-			return objstore.ObjectInfo{}, err
-		}
-		info, err := st.Copy(ctx, b.Key, key, objstore.CopyOptions{IfVersion: b.Version, Metadata: opts.Metadata})
-		<-m.small
+		info, err := m.copyObject(ctx, st, b.Key, key, b.Version, snap.size, opts.Metadata)
 		if !errors.Is(err, objstore.ErrUnsupported) {
 			return info, err
 		}
@@ -173,7 +169,7 @@ func (f *File) multipart(ctx context.Context, st objstore.Store, mp objstore.Mul
 		f.abortUpload(up, snap.target.Key)
 		return objstore.ObjectInfo{}, err
 	}
-	return f.completeUpload(ctx, up, snap.target.Key)
+	return f.completeUpload(ctx, st, up, snap.target.Key, snap.size)
 }
 
 // runParts runs do for every part with bounded parallelism: heavy parts
@@ -232,7 +228,7 @@ func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key stri
 		return nil, err
 	}
 	f.mu.Lock()
-	f.uploads = append(f.uploads, uploadRec{Key: key, ID: up.ID()})
+	f.uploads = append(f.uploads, uploadRec{Key: key, ID: up.ID(), owned: true})
 	f.mu.Unlock()
 	if err := f.writeRecord(); err != nil {
 		f.m.log.Warn("writeback: journal", "path", key, "err", err)
@@ -240,12 +236,21 @@ func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key stri
 	return up, nil
 }
 
-func (f *File) completeUpload(ctx context.Context, up objstore.Upload, key string) (objstore.ObjectInfo, error) {
+// completeUpload completes up, an upload of size bytes to key. A retried
+// Complete whose first attempt landed fails with ErrNotFound (the upload
+// is gone): the object is then accepted if it has the expected size.
+func (f *File) completeUpload(ctx context.Context, st objstore.Store, up objstore.Upload, key string, size int64) (objstore.ObjectInfo, error) {
 	if err := acquire(ctx, f.m.small); err != nil {
 		f.abortUpload(up, key)
 		return objstore.ObjectInfo{}, err
 	}
 	info, err := up.Complete(ctx)
+	if errors.Is(err, objstore.ErrNotFound) {
+		if got, serr := st.Stat(ctx, key); serr == nil && got.Size == size {
+			f.m.log.Debug("writeback: Complete was retried after it landed; the object is there", "key", key)
+			info, err = got, nil
+		}
+	}
 	<-f.m.small
 	if err != nil {
 		f.abortUpload(up, key)
@@ -310,4 +315,34 @@ func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []upload
 		f.forgetUpload(u.ID)
 	}
 	return f.writeRecord()
+}
+
+// copyObject copies src (at version) to dst with new metadata on the
+// server. When src is dst (a metadata change in place), a retried Copy
+// whose first attempt landed fails its precondition (the version
+// changed): the object is then accepted if it has the size and metadata
+// wanted.
+func (m *Manager) copyObject(ctx context.Context, st objstore.Store, src, dst, version string, size int64, md map[string]string) (objstore.ObjectInfo, error) {
+	if err := acquire(ctx, m.small); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	defer func() { <-m.small }()
+	info, err := st.Copy(ctx, src, dst, objstore.CopyOptions{IfVersion: version, Metadata: md})
+	if src == dst && errors.Is(err, objstore.ErrPrecondition) {
+		if got, serr := st.Stat(ctx, dst); serr == nil && got.Size == size && sameMetadata(got.Metadata, md) {
+			return got, nil
+		}
+	}
+	return info, err
+}
+
+// sameMetadata reports whether the stored metadata got carries every
+// entry of want (keys compared in lower case, as stores return them).
+func sameMetadata(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[strings.ToLower(k)] != v {
+			return false
+		}
+	}
+	return true
 }

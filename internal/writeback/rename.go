@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -14,9 +15,11 @@ import (
 // Rename re-keys the dirty file at from to the name to (same bucket, else
 // syscall.EXDEV; no dirty file at from: syscall.ENOENT). A dirty file at
 // to is replaced. An upload in flight is cancelled and the file queued
-// again under its new name. The object at from (the file's base, or an
-// earlier upload, or an older object) is deleted only after the file is
-// durable under to; until then PendingDelete reports from.
+// again under its new name. When the file reads clean bytes from the
+// object at from (its base: f.HasBase(from.Key) is then true), that object
+// is deleted, guarded by its version, only after the file is durable under
+// to; until then PendingDelete reports from. Any other object at from is
+// the caller's to delete.
 func (m *Manager) Rename(from, to Target) error {
 	if from == to {
 		return nil
@@ -42,11 +45,10 @@ func (m *Manager) Rename(from, to Target) error {
 	f.mu.Lock()
 	f.cancelAttemptLocked()
 	f.abortStreamLocked()
-	ver := ""
+	var kept []deleteRec
 	if f.base != nil && f.base.Key == from.Key {
-		ver = f.base.Version
+		kept = append(kept, deleteRec{Key: from.Key, Version: f.base.Version})
 	}
-	kept := []deleteRec{{Key: from.Key, Version: ver}}
 	for _, d := range f.deleteAfter {
 		if d.Key != to.Key && d.Key != from.Key {
 			kept = append(kept, d)
@@ -198,21 +200,7 @@ func (f *File) runDeletes(ctx context.Context, st objstore.Store) error {
 		if !still {
 			continue
 		}
-		err := acquire(ctx, m.small)
-		if err == nil {
-			err = st.Delete(ctx, d.Key, objstore.DeleteOptions{IfVersion: d.Version})
-			if errors.Is(err, objstore.ErrUnsupported) && d.Version != "" {
-				err = st.Delete(ctx, d.Key, objstore.DeleteOptions{})
-			}
-			<-m.small
-		}
-		switch {
-		case errors.Is(err, objstore.ErrPrecondition):
-			m.log.Warn("writeback: old name changed since the rename; not deleting it", "path", t.String())
-			err = nil
-		case errors.Is(err, objstore.ErrNotFound):
-			err = nil
-		}
+		err := m.deleteVersion(ctx, st, t, d.Version)
 		m.mu.Lock()
 		if m.deleting[t]--; m.deleting[t] <= 0 {
 			delete(m.deleting, t)
@@ -284,4 +272,43 @@ func (f *File) materialize(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// strayTimeout bounds the cleanup of an object that landed under a name
+// its file no longer has.
+const strayTimeout = time.Minute
+
+// deleteStray deletes the object an upload wrote at t after its file was
+// renamed or removed, unless t was overwritten since (the delete is
+// guarded by version). It runs on the manager's context: the attempt's
+// context was cancelled by the rename or remove. Failures are logged.
+func (m *Manager) deleteStray(st objstore.Store, t Target, version string) {
+	ctx, cancel := context.WithTimeout(m.ctx, strayTimeout)
+	defer cancel()
+	err := m.detachDependents(ctx, t, nil)
+	if err == nil {
+		err = m.deleteVersion(ctx, st, t, version)
+	}
+	if err != nil && m.ctx.Err() == nil {
+		m.log.Warn("writeback: could not delete an object left under a renamed or removed name", "path", t.String(), "err", err)
+	}
+}
+
+// deleteVersion deletes the object at t if it still has the given version
+// (any version when version is empty). A missing or changed object is not
+// an error: someone else owns that name now.
+func (m *Manager) deleteVersion(ctx context.Context, st objstore.Store, t Target, version string) error {
+	if err := acquire(ctx, m.small); err != nil {
+		return err
+	}
+	defer func() { <-m.small }()
+	err := st.Delete(ctx, t.Key, objstore.DeleteOptions{IfVersion: version})
+	switch {
+	case errors.Is(err, objstore.ErrPrecondition):
+		m.log.Info("writeback: object changed since; not deleting it", "path", t.String())
+		return nil
+	case errors.Is(err, objstore.ErrNotFound):
+		return nil
+	}
+	return err
 }

@@ -121,8 +121,10 @@ func (s *stream) abort() {
 	}
 	if up != nil {
 		s.f.abortUpload(up, s.key)
-		if err := s.f.writeRecord(); err != nil {
-			s.f.m.log.Warn("writeback: journal", "path", s.key, "err", err)
+		if !s.f.tryFinish() {
+			if err := s.f.writeRecord(); err != nil {
+				s.f.m.log.Warn("writeback: journal", "path", s.key, "err", err)
+			}
 		}
 	}
 	s.f.m.notify()
@@ -288,15 +290,11 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 		f.abortUpload(up, s.key)
 		return info, true, err
 	}
-	info, err = f.completeUpload(ctx, up, s.key)
+	info, err = f.completeUpload(ctx, st, up, s.key, snap.size)
 	if err != nil || !metaChanged {
 		return info, true, err
 	}
 	// chmod or utimens after the stream started: fix the metadata in place.
-	if err := acquire(ctx, f.m.small); err != nil {
-		return info, true, err
-	}
-	info, err = st.Copy(ctx, s.key, s.key, objstore.CopyOptions{IfVersion: info.Version, Metadata: opts.Metadata})
-	<-f.m.small
+	info, err = f.m.copyObject(ctx, st, s.key, s.key, info.Version, snap.size, opts.Metadata)
 	return info, true, err
 }

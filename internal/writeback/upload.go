@@ -38,7 +38,7 @@ func (f *File) snapshotLocked() snapshot {
 		s.base = &b
 	}
 	for _, u := range f.uploads {
-		if f.stream == nil || f.stream.up == nil || f.stream.up.ID() != u.ID {
+		if !u.owned {
 			s.stale = append(s.stale, u)
 		}
 	}
@@ -75,9 +75,7 @@ func (f *File) wantsLocked() (data, cleanup bool) {
 	data = !f.removed && f.gen > f.durableGen &&
 		((f.closedGen > f.durableGen && f.refs == 0) || f.syncGen > f.durableGen)
 	for _, u := range f.uploads {
-		if f.stream == nil || f.stream.up == nil || f.stream.up.ID() != u.ID {
-			cleanup = true
-		}
+		cleanup = cleanup || !u.owned
 	}
 	if len(f.deleteAfter) > 0 && (f.removed || f.gen == f.durableGen) {
 		cleanup = true
@@ -258,7 +256,12 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 		if err != nil {
 			return err
 		}
-		f.commit(snap, info)
+		if !f.commit(snap, info) {
+			// Renamed or removed while the upload ran, which landed anyway:
+			// the object is a stray under a name the file no longer has.
+			m.deleteStray(st, snap.target, info.Version)
+			return errCanceled
+		}
 	}
 	if err := f.runDeletes(ctx, st); err != nil {
 		return err
@@ -273,12 +276,13 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 
 // commit records a successful upload of snap. The staged bytes equal the
 // new object in every range not written since the snapshot, so the object
-// becomes the file's base.
-func (f *File) commit(snap snapshot, info objstore.ObjectInfo) {
+// becomes the file's base. It returns false, recording nothing, when the
+// file was renamed or removed during the upload.
+func (f *File) commit(snap snapshot, info objstore.ObjectInfo) bool {
 	f.mu.Lock()
 	if f.removed || !f.live || f.target != snap.target {
 		f.mu.Unlock()
-		return // renamed or removed meanwhile: the rename queued the delete
+		return false
 	}
 	f.durableGen = max(f.durableGen, snap.gen)
 	f.version = info.Version
@@ -295,6 +299,7 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo) {
 	f.mu.Unlock()
 	f.m.uploadedObjects.Add(1)
 	f.m.notify()
+	return true
 }
 
 // tryFinish forgets a file with nothing left to do: durable and released

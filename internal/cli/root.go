@@ -76,7 +76,28 @@ func runFusion(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "ferry:", err)
 		return supervise.ExitStartFailure
 	}
-	return runWith(ctx, stdio, cfg, args)
+	nf, err := supervise.NewNextflow(supervise.NextflowConfig{Getenv: stdio.Getenv, Environ: os.Environ(), Config: cfg})
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "ferry:", err)
+		return supervise.ExitStartFailure
+	}
+	defer nf.Close()
+	if cfg.LogFile == "" {
+		cfg.LogFile = nf.LogFile() // becomes $FUSION_WORK/.fusion.log
+	}
+	log, closeLog, err := newLogger(cfg, stdio.Stderr)
+	if err != nil {
+		fmt.Fprintln(stdio.Stderr, "ferry:", err)
+		return supervise.ExitStartFailure
+	}
+	defer closeLog()
+	nf.LogEnv(log)
+	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log, Nextflow: nf, Progress: progressFor(stdio, log)})
+}
+
+// progressFor renders drain progress: a bar on a terminal, log lines otherwise.
+func progressFor(stdio IO, log *slog.Logger) supervise.ProgressFunc {
+	return newProgress(stdio.Stderr, log, progressOptions{Terminal: isTerminal(stdio.Stderr)})
 }
 
 func newRoot(ctx context.Context, stdio IO, code *int) *cobra.Command {
@@ -122,7 +143,7 @@ func runWith(ctx context.Context, stdio IO, cfg config.Config, args []string) in
 		return supervise.ExitStartFailure
 	}
 	defer closeLog()
-	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log, Progress: newProgress(stdio.Stderr, log, progressOptions{Terminal: isTerminal(stdio.Stderr)})})
+	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log, Progress: progressFor(stdio, log)})
 }
 
 func newMountCmd(ctx context.Context, stdio IO, code *int) *cobra.Command {
@@ -151,7 +172,7 @@ func newMountCmd(ctx context.Context, stdio IO, code *int) *cobra.Command {
 			defer closeLog()
 			sctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			*code = supervise.Mount(sctx, cfg, supervise.Options{Logger: log, Progress: newProgress(stdio.Stderr, log, progressOptions{Terminal: isTerminal(stdio.Stderr)})})
+			*code = supervise.Mount(sctx, cfg, supervise.Options{Logger: log, Progress: progressFor(stdio, log)})
 			return nil
 		},
 	}

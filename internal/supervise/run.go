@@ -39,6 +39,9 @@ type Options struct {
 	Stderr io.Writer // the task's stderr (default os.Stderr)
 	// Progress renders a drain that lasts more than a few seconds.
 	Progress ProgressFunc
+	// Nextflow, when set (FUSION_WORK is), applies the Nextflow task
+	// contract: .command.sh wait, .command.log, trace, compaction, tags.
+	Nextflow *Nextflow
 }
 
 // Run mounts, runs argv as the task, drains and unmounts. It returns the
@@ -55,12 +58,17 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 	if err != nil {
 		bin = argv[0] // may live on the mount; the child resolves it
 	}
-	st, err := start(ctx, cfg, log, opts.Hooks)
+	st, err := start(ctx, cfg, log, opts.Nextflow.hooks(opts.Hooks))
 	if err != nil {
 		log.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure
 	}
 	st.obs.progress = opts.Progress
+	opts.Nextflow.attach(st)
+	if code, ok := opts.Nextflow.prepare(ctx, argv); !ok {
+		return finish(st, code) // 127: .command.sh never appeared
+	}
+	opts.Stdout, opts.Stderr = opts.Nextflow.taskOutput(opts.Stdout, opts.Stderr)
 	code := runTask(ctx, bin, argv, opts, log, st.obs)
 	return finish(st, code)
 }
@@ -101,6 +109,9 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 		cmd.Stderr = opts.Stderr
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// With a tee the task's outputs are pipes: a background process that
+	// keeps them open must not block Wait forever.
+	cmd.WaitDelay = 10 * time.Second
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
@@ -157,6 +168,10 @@ func finish(st *stack, code int) int {
 	if st.hooks.BeforeDrain != nil {
 		if err := st.hooks.BeforeDrain(ctx, st.cfg.MountPoint); err != nil {
 			log.Error("before-drain hook failed", "err", err.Error())
+			if errors.Is(err, ErrCompaction) {
+				// An output left as a link is an output Nextflow cannot read.
+				code = ExitNotDurable
+			}
 		}
 	}
 	st.wb.Stop()
@@ -165,6 +180,7 @@ func finish(st *stack, code int) int {
 	if st.hooks.AfterDrain != nil {
 		if err := st.hooks.AfterDrain(ctx, st.cfg.MountPoint); err != nil {
 			log.Error("after-drain hook failed", "err", err.Error())
+			code = ExitNotDurable // the task's logs are outputs too
 		}
 	}
 	st.unmount()

@@ -48,28 +48,19 @@ func TestCreateWriteClose(t *testing.T) {
 			if st.PendingFiles != 0 || st.UploadedObjects != 1 {
 				t.Errorf("Stats = %+v", st)
 			}
-			assertStagingEmpty(t, e.dir)
+			assertStagingEmpty(t, m)
 		})
 	}
 }
 
-// assertStagingEmpty waits until only the lock file is left (the staging
-// of a durable file is deleted just after it is reported durable).
-func assertStagingEmpty(t *testing.T, dir string) {
+// assertStagingEmpty waits until the journal has no live record and the
+// staging dir holds no data file but spares (the staging of a durable file
+// is recycled just after it is reported durable).
+func assertStagingEmpty(t *testing.T, m *Manager) {
 	t.Helper()
-	var left []string
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		left = left[:0]
-		for _, ent := range ents {
-			if ent.Name() != "lock" {
-				left = append(left, ent.Name())
-			}
-		}
+		left := stagingLeft(t, m)
 		if len(left) == 0 {
 			return
 		}
@@ -78,6 +69,32 @@ func assertStagingEmpty(t *testing.T, dir string) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// stagingLeft lists live journal ids and data files that are no spares.
+func stagingLeft(t *testing.T, m *Manager) []string {
+	ents, err := os.ReadDir(m.j.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.spareMu.Lock()
+	spare := map[string]bool{}
+	for _, id := range m.spares {
+		spare[id+dataExt] = true
+	}
+	m.spareMu.Unlock()
+	var left []string
+	for _, ent := range ents {
+		if n := ent.Name(); n != lockName && n != logName && !spare[n] {
+			left = append(left, n)
+		}
+	}
+	m.j.mu.Lock()
+	for id := range m.j.live {
+		left = append(left, "record "+id)
+	}
+	m.j.mu.Unlock()
+	return left
 }
 
 func TestStagingPermissions(t *testing.T) {
@@ -219,7 +236,7 @@ func TestRemove(t *testing.T) {
 	if f.Durable() {
 		t.Error("a removed file reports Durable")
 	}
-	assertStagingEmpty(t, e.dir)
+	assertStagingEmpty(t, m)
 }
 
 func TestRemoveOpenKeepsData(t *testing.T) {

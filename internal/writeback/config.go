@@ -47,6 +47,7 @@ const (
 	DefaultConcurrency  = 16
 	DefaultPartSize     = 16 << 20
 	DefaultMinFreeBytes = 256 << 20
+	DefaultSpareFiles   = 256
 	defaultRetryMin     = 250 * time.Millisecond
 	defaultRetryMax     = 30 * time.Second
 )
@@ -90,6 +91,11 @@ type Config struct {
 	// before a close is acknowledged. Without it, staged data survives a
 	// kill of the process (it is in the page cache) but not a kernel crash.
 	SyncJournal bool
+	// SpareFiles is how many empty data files New creates ahead, in the
+	// background: creating a file costs far more than reusing one on many
+	// file systems, and a task often starts by writing many small files.
+	// Default 256; < 0 disables.
+	SpareFiles int
 	// RetryMin and RetryMax bound the backoff between failed upload
 	// attempts of one file (defaults 250ms and 30s).
 	RetryMin, RetryMax time.Duration
@@ -110,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinFreeBytes == 0 {
 		c.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if c.SpareFiles == 0 {
+		c.SpareFiles = DefaultSpareFiles
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -74,11 +74,11 @@ type File struct {
 	corrupt     error         // recovery found the staging data unusable
 }
 
-func (m *Manager) newFile(t Target) *File {
+func (m *Manager) newFile(t Target, id string) *File {
 	now := m.cfg.Now()
 	return &File{
 		m:      m,
-		id:     m.newID(),
+		id:     id,
 		target: t,
 		mtime:  now,
 		since:  now,
@@ -202,6 +202,7 @@ func (f *File) metadataLocked() map[string]string {
 
 // Acquire counts an open handle. Every Acquire needs one Release.
 func (f *File) Acquire() {
+	f.jmu.Lock()
 	f.m.mu.Lock()
 	f.mu.Lock()
 	f.refs++
@@ -213,6 +214,7 @@ func (f *File) Acquire() {
 	}
 	f.mu.Unlock()
 	f.m.mu.Unlock()
+	f.jmu.Unlock()
 }
 
 // Release ends a handle. The last Release of a modified file journals it as
@@ -368,10 +370,11 @@ func (f *File) openDataLocked() (*os.File, error) {
 
 // resurrectLocked brings back a dropped file (durable, staging deleted)
 // that a stale pointer modifies or opens again: its base is the object, its
-// staging an empty sparse file. Caller holds Manager.mu and mu.
+// staging an empty sparse file. Caller holds jmu, Manager.mu and mu.
 func (f *File) resurrectLocked() {
 	f.dropped = false
-	fd, err := os.OpenFile(f.m.j.dataPath(f.id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	os.Remove(f.m.j.dataPath(f.id))
+	fd, err := f.m.j.createData(f.id)
 	if err == nil {
 		err = fd.Truncate(f.size)
 	}
@@ -400,6 +403,7 @@ func (f *File) ensureLive() {
 	if !dropped {
 		return
 	}
+	f.jmu.Lock()
 	f.m.mu.Lock()
 	f.mu.Lock()
 	if f.dropped {
@@ -407,6 +411,7 @@ func (f *File) ensureLive() {
 	}
 	f.mu.Unlock()
 	f.m.mu.Unlock()
+	f.jmu.Unlock()
 }
 
 // HasBase reports whether the file still depends on the object at key in

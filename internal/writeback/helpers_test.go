@@ -53,6 +53,7 @@ func (e *env) config() Config {
 		Dir:          e.dir,
 		PartSize:     testPart,
 		MinFreeBytes: -1,
+		SpareFiles:   4,
 		RetryMin:     5 * time.Millisecond,
 		RetryMax:     50 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelInfo})),

@@ -1,81 +1,59 @@
 package writeback
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
-// Journal record states (see README.md).
+// Journal file names inside Config.Dir.
 const (
-	stateOpen      = "open"      // being written; discarded by recovery
-	stateClosed    = "closed"    // staged and closed: recovery uploads it
-	stateUploaded  = "uploaded"  // durable; only DeleteAfter keys remain to delete
-	stateDiscarded = "discarded" // no data; only Uploads remain to abort
+	logName  = "journal.log"
+	lockName = "lock"
+	dataExt  = ".data"
 )
 
-const recordVersion = 1
+// compactMin: the log is rewritten once it is larger than this and more
+// than compactRatio times the size of its live records.
+const (
+	compactMin   = 8 << 20
+	compactRatio = 4
+)
 
-// record is one staged file's journal entry, <id>.json beside <id>.data.
-type record struct {
-	V       int    `json:"v"`
-	ID      string `json:"id"`
-	Seq     uint64 `json:"seq"` // orders records of the same target: highest wins
-	State   string `json:"state"`
-	Target  Target `json:"target"`
-	Size    int64  `json:"size"`
-	Mode    uint32 `json:"mode"`
-	MtimeNs int64  `json:"mtime_ns"`
-	// MtimeSet: the mtime was set explicitly (utimens) and is stored as
-	// metadata; otherwise the object's own modification time stands.
-	MtimeSet bool     `json:"mtime_set,omitempty"`
-	Symlink  string   `json:"symlink,omitempty"`
-	Base     *baseRec `json:"base,omitempty"`
-	// Dirty lists the [off, end) ranges whose bytes are in the data file;
-	// other ranges below Base.Limit come from the base object. Unused
-	// without a base (the data file is then the whole content).
-	Dirty       [][2]int64  `json:"dirty,omitempty"`
-	Uploads     []uploadRec `json:"uploads,omitempty"`
-	DeleteAfter []deleteRec `json:"delete_after,omitempty"`
-}
-
-// baseRec is the object whose bytes a file's clean ranges come from.
-type baseRec struct {
-	Key      string            `json:"key"`
-	Version  string            `json:"version,omitempty"`
-	Size     int64             `json:"size"`
-	Limit    int64             `json:"limit"` // bytes at or past Limit are not the base's (truncated)
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
-
-// uploadRec is a multipart upload that must be completed or aborted.
-type uploadRec struct {
-	Key string `json:"key"`
-	ID  string `json:"id"`
-	// owned (not journaled): a running stream or attempt of this process
-	// created the upload and completes or aborts it itself. Uploads not
-	// owned (recovered from the journal) are aborted by the next attempt.
-	owned bool
-}
-
-// deleteRec is a key to delete once the file is durable under its new
-// name (the old name of a rename). Version, when set, guards the delete.
-type deleteRec struct {
-	Key     string `json:"key"`
-	Version string `json:"version,omitempty"`
-}
-
-// journal is the staging directory.
+// journal is the staging directory: one data file per staged file and an
+// append-only log of records (see README.md). Appending a record is one
+// write(2); nothing is fsynced unless sync is set, in which case
+// concurrent appends share one fsync (group commit).
 type journal struct {
 	dir  string
 	sync bool
 	lock *os.File // flock held for the Manager's life
+
+	// mu guards log, live, size, liveBytes, appended and dirDirty.
+	mu        sync.Mutex
+	log       *os.File          // nil after close
+	live      map[string][]byte // id → its last line, for compaction
+	size      int64             // bytes in the log
+	liveBytes int64             // bytes of the lines in live
+	appended  uint64            // appends so far
+	dirDirty  bool              // a file was created since the last directory fsync
+
+	// syncMu serializes fsyncs; synced (guarded by syncMu) is the number
+	// of appends known to be on disk.
+	syncMu sync.Mutex
+	synced uint64
 }
 
+// openJournal creates dir (0700), takes its lock and opens the log. Call
+// scan once before writing.
 func openJournal(dir string, sync bool) (*journal, error) {
 	if dir == "" {
 		return nil, errors.New("writeback: Config.Dir is empty")
@@ -86,7 +64,7 @@ func openJournal(dir string, sync bool) (*journal, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("writeback: staging dir: %w", err)
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("writeback: lock staging dir: %w", err)
 	}
@@ -94,34 +72,138 @@ func openJournal(dir string, sync bool) (*journal, error) {
 		lf.Close()
 		return nil, fmt.Errorf("writeback: staging dir %s is in use by another process: %w", dir, err)
 	}
-	return &journal{dir: dir, sync: sync, lock: lf}, nil
+	return &journal{dir: dir, sync: sync, lock: lf, live: map[string][]byte{}}, nil
 }
 
 func (j *journal) close() error {
-	if j.lock == nil {
-		return nil
+	j.mu.Lock()
+	var err error
+	if j.log != nil {
+		err = j.log.Close()
+		j.log = nil
 	}
-	err := j.lock.Close() // releases the flock
-	j.lock = nil
+	j.mu.Unlock()
+	if j.lock != nil {
+		if cerr := j.lock.Close(); err == nil { // releases the flock
+			err = cerr
+		}
+		j.lock = nil
+	}
 	return err
 }
 
-func (j *journal) dataPath(id string) string   { return filepath.Join(j.dir, id+".data") }
-func (j *journal) recordPath(id string) string { return filepath.Join(j.dir, id+".json") }
+func (j *journal) dataPath(id string) string { return filepath.Join(j.dir, id+dataExt) }
+func (j *journal) logPath() string           { return filepath.Join(j.dir, logName) }
 
-// write replaces r's record atomically: temp file, (fsync,) rename (, fsync dir).
+// createData creates the (empty) data file of a new id.
+func (j *journal) createData(id string) (*os.File, error) {
+	fd, err := os.OpenFile(j.dataPath(id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if j.sync {
+		j.mu.Lock()
+		j.dirDirty = true
+		j.mu.Unlock()
+	}
+	return fd, nil
+}
+
+// write appends r to the log (and, with sync, waits until it is on disk).
 func (j *journal) write(r *record) error {
-	b, err := json.Marshal(r)
+	line, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	final := j.recordPath(r.ID)
-	tmp := final + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	return j.append(r.ID, append(line, '\n'), r.State == stateGone)
+}
+
+func (j *journal) append(id string, line []byte, gone bool) error {
+	j.mu.Lock()
+	if j.log == nil {
+		j.mu.Unlock()
+		return errors.New("writeback: journal is closed")
+	}
+	if j.size > compactMin && j.size > compactRatio*j.liveBytes {
+		if err := j.compactLocked(); err != nil {
+			j.mu.Unlock()
+			return fmt.Errorf("writeback: compact journal: %w", err)
+		}
+	}
+	if _, err := j.log.Write(line); err != nil {
+		j.mu.Unlock()
 		return fmt.Errorf("writeback: journal: %w", err)
 	}
-	_, err = f.Write(b)
+	j.size += int64(len(line))
+	j.liveBytes -= int64(len(j.live[id]))
+	if gone {
+		delete(j.live, id)
+	} else {
+		j.live[id] = line
+		j.liveBytes += int64(len(line))
+	}
+	j.appended++
+	n := j.appended
+	j.mu.Unlock()
+	if !j.sync {
+		return nil
+	}
+	return j.syncTo(n)
+}
+
+// syncTo makes the first n appends durable; one fsync serves every append
+// made before it started (group commit).
+func (j *journal) syncTo(n uint64) error {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.synced >= n {
+		return nil
+	}
+	j.mu.Lock()
+	log, upTo, dir := j.log, j.appended, j.dirDirty
+	j.dirDirty = false
+	j.mu.Unlock()
+	if log == nil {
+		return errors.New("writeback: journal is closed")
+	}
+	if dir {
+		if err := syncDir(j.dir); err != nil {
+			return fmt.Errorf("writeback: journal: %w", err)
+		}
+	}
+	if err := log.Sync(); err != nil {
+		return fmt.Errorf("writeback: journal: %w", err)
+	}
+	j.synced = upTo
+	return nil
+}
+
+// remove forgets id: a "gone" record, then its data file (a data file
+// without a record is an orphan that recovery deletes; the reverse order
+// could leave a record without data).
+func (j *journal) remove(id string) error {
+	err := j.write(&record{V: recordVersion, ID: id, State: stateGone})
+	if derr := os.Remove(j.dataPath(id)); derr != nil && !errors.Is(derr, os.ErrNotExist) && err == nil {
+		err = derr
+	}
+	return err
+}
+
+// compactLocked rewrites the log with only the live records: a temporary
+// file renamed over the log (fsynced first with sync).
+func (j *journal) compactLocked() error {
+	tmp := j.logPath() + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	var size int64
+	for _, line := range j.live {
+		w.Write(line)
+		size += int64(len(line))
+	}
+	err = w.Flush()
 	if err == nil && j.sync {
 		err = f.Sync()
 	}
@@ -129,20 +211,28 @@ func (j *journal) write(r *record) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, final)
+		err = os.Rename(tmp, j.logPath())
 	}
 	if err == nil && j.sync {
-		err = j.syncDir()
+		err = syncDir(j.dir)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writeback: journal: %w", err)
+		return err
 	}
+	nf, err := os.OpenFile(j.logPath(), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	if j.log != nil {
+		j.log.Close()
+	}
+	j.log, j.size, j.liveBytes = nf, size, size
 	return nil
 }
 
-func (j *journal) syncDir() error {
-	d, err := os.Open(j.dir)
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -150,54 +240,61 @@ func (j *journal) syncDir() error {
 	return d.Sync()
 }
 
-// remove deletes the record, then the data (a data file without a record
-// is an orphan that recovery deletes; the reverse would be a lost file).
-func (j *journal) remove(id string) error {
-	err := os.Remove(j.recordPath(id))
-	if errors.Is(err, os.ErrNotExist) {
-		err = nil
+// scan reads the log left by an earlier process and returns the last
+// record of every id not gone, and the number of unreadable lines (a line
+// cut by a crash, at the end). It deletes data files without a record and
+// temporary files, compacts the log and opens it for appending.
+func (j *journal) scan() (recs []*record, bad int, err error) {
+	byID := map[string]*record{}
+	lines := map[string][]byte{}
+	if f, err := os.Open(j.logPath()); err == nil {
+		rd := bufio.NewReaderSize(f, 1<<16)
+		for {
+			line, rerr := rd.ReadBytes('\n')
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				var r record
+				if json.Unmarshal(t, &r) != nil || r.ID == "" || r.V != recordVersion {
+					bad++
+				} else if r.State == stateGone {
+					delete(byID, r.ID)
+					delete(lines, r.ID)
+				} else {
+					byID[r.ID] = &r
+					lines[r.ID] = append(t, '\n')
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				f.Close()
+				return nil, 0, fmt.Errorf("writeback: read journal: %w", rerr)
+			}
+		}
+		f.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("writeback: read journal: %w", err)
 	}
-	if derr := os.Remove(j.dataPath(id)); derr != nil && !errors.Is(derr, os.ErrNotExist) && err == nil {
-		err = derr
-	}
-	return err
-}
-
-// scan reads every record, deletes temp files and orphan data files, and
-// returns the records and the ids of unreadable ones.
-func (j *journal) scan() (recs []*record, bad []string, err error) {
 	ents, err := os.ReadDir(j.dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("writeback: read staging dir: %w", err)
-	}
-	haveRecord := map[string]bool{}
-	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			haveRecord[id] = true
-		}
+		return nil, 0, fmt.Errorf("writeback: read staging dir: %w", err)
 	}
 	for _, e := range ents {
 		name := e.Name()
-		switch {
-		case strings.HasSuffix(name, ".tmp"):
+		id, isData := strings.CutSuffix(name, dataExt)
+		if strings.HasSuffix(name, ".tmp") || (isData && byID[id] == nil) {
 			os.Remove(filepath.Join(j.dir, name))
-		case strings.HasSuffix(name, ".data"):
-			if id := strings.TrimSuffix(name, ".data"); !haveRecord[id] {
-				os.Remove(filepath.Join(j.dir, name))
-			}
-		case strings.HasSuffix(name, ".json"):
-			id := strings.TrimSuffix(name, ".json")
-			b, err := os.ReadFile(filepath.Join(j.dir, name))
-			var r record
-			if err == nil {
-				err = json.Unmarshal(b, &r)
-			}
-			if err != nil || r.ID != id || r.V != recordVersion {
-				bad = append(bad, id)
-				continue
-			}
-			recs = append(recs, &r)
 		}
+	}
+	for id, r := range byID {
+		recs = append(recs, r)
+		j.live[id] = lines[id]
+		j.liveBytes += int64(len(lines[id]))
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.compactLocked(); err != nil {
+		return nil, 0, fmt.Errorf("writeback: rewrite journal: %w", err)
 	}
 	return recs, bad, nil
 }

@@ -45,6 +45,11 @@ type Manager struct {
 	chMu    sync.Mutex
 	changed chan struct{} // closed and replaced by notify
 
+	// spareMu guards spares and sparesClosed; it is a leaf lock.
+	spareMu      sync.Mutex
+	spares       []string // ids of empty data files ready for reuse
+	sparesClosed bool
+
 	// mu guards the maps and stopped. Lock order: File.jmu, mu, File.mu.
 	mu       sync.Mutex
 	files    map[Target]*File // the namespace: dirty or open files by name
@@ -93,6 +98,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		j.close()
 		return nil, err
 	}
+	m.goFn(m.prefill)
 	return m, nil
 }
 
@@ -136,13 +142,12 @@ func (m *Manager) Create(t Target, mode uint32) (*File, error) {
 	if t.Key == "" {
 		return nil, syscall.EINVAL
 	}
-	f := m.newFile(t)
-	f.mode, f.hasData, f.gen = mode, true, 1
-	fd, err := os.OpenFile(m.j.dataPath(f.id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	id, fd, err := m.newData()
 	if err != nil {
 		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
 	}
-	f.fd = fd
+	f := m.newFile(t, id)
+	f.mode, f.hasData, f.gen, f.fd = mode, true, 1, fd
 	if err := m.publish(f); err != nil {
 		fd.Close()
 		os.Remove(m.j.dataPath(f.id))
@@ -165,7 +170,19 @@ func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectIn
 	if f := m.Get(t); f != nil {
 		return f, nil
 	}
-	f := m.newFile(t)
+	id, fd, err := m.newData()
+	if err == nil {
+		err = fd.Truncate(base.Size) // sparse: costs no disk
+	}
+	if err != nil {
+		if fd != nil {
+			fd.Close()
+			os.Remove(m.j.dataPath(id))
+		}
+		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
+	}
+	f := m.newFile(t, id)
+	f.fd = fd
 	b := base
 	if b.Key == "" {
 		b.Key = t.Key
@@ -181,18 +198,6 @@ func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectIn
 	if ns, err := strconv.ParseInt(b.Metadata[MetaMtime], 10, 64); err == nil {
 		f.mtime = timeFromNs(ns)
 	}
-	fd, err := os.OpenFile(m.j.dataPath(f.id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err == nil {
-		err = fd.Truncate(b.Size) // sparse: costs no disk
-	}
-	if err != nil {
-		if fd != nil {
-			fd.Close()
-			os.Remove(m.j.dataPath(f.id))
-		}
-		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
-	}
-	f.fd = fd
 	m.mu.Lock()
 	if m.stopped {
 		m.mu.Unlock()
@@ -219,7 +224,7 @@ func (m *Manager) Symlink(t Target, linkTarget string) error {
 	if t.Key == "" || linkTarget == "" {
 		return syscall.EINVAL
 	}
-	f := m.newFile(t)
+	f := m.newFile(t, m.newID())
 	f.symlink, f.mode, f.gen, f.closedGen = linkTarget, 0o777, 1, 1
 	if err := m.publish(f); err != nil {
 		return err
@@ -346,6 +351,7 @@ func (m *Manager) Close() error {
 		f.mu.Unlock()
 	}
 	m.mu.Unlock()
+	m.dropSpares()
 	return m.j.close()
 }
 

@@ -3,7 +3,6 @@ package writeback
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -16,11 +15,8 @@ func (m *Manager) recover() error {
 	if err != nil {
 		return err
 	}
-	for _, id := range bad {
-		// Keep the data: a human may want it. The record is set aside so
-		// that it is not read again, and the data is no orphan.
-		m.log.Error("writeback: unreadable journal record; its staged data is kept", "record", m.j.recordPath(id))
-		os.Rename(m.j.recordPath(id), filepath.Join(m.j.dir, id+".bad"))
+	if bad > 0 {
+		m.log.Warn("writeback: skipped unreadable journal lines (cut by a crash)", "lines", bad, "journal", m.j.logPath())
 	}
 	// The highest sequence number of each target names the live file; an
 	// older record of the same target lost a rename or a replace.

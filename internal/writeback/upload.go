@@ -329,7 +329,7 @@ func (f *File) tryFinish() bool {
 	f.mu.Unlock()
 	m.mu.Unlock()
 	if ok {
-		if err := m.j.remove(f.id); err != nil {
+		if err := m.forget(f.id); err != nil {
 			m.log.Warn("writeback: remove staging", "id", f.id, "err", err)
 		}
 		m.notify()

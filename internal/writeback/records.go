@@ -1,0 +1,63 @@
+package writeback
+
+// Journal record states (see README.md).
+const (
+	stateOpen      = "open"      // being written; discarded by recovery
+	stateClosed    = "closed"    // staged and closed: recovery uploads it
+	stateUploaded  = "uploaded"  // durable; only DeleteAfter keys remain to delete
+	stateDiscarded = "discarded" // no data; only Uploads remain to abort
+	stateGone      = "gone"      // forgotten: nothing left to do
+)
+
+const recordVersion = 1
+
+// record is one staged file's journal entry: the state of the file whose
+// staged bytes are <id>.data. The journal log holds one JSON record per
+// line; the last line of an id wins.
+type record struct {
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	Seq     uint64 `json:"seq"` // orders records of the same target: highest wins
+	State   string `json:"state"`
+	Target  Target `json:"target"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"`
+	MtimeNs int64  `json:"mtime_ns"`
+	// MtimeSet: the mtime was set explicitly (utimens) and is stored as
+	// metadata; otherwise the object's own modification time stands.
+	MtimeSet bool     `json:"mtime_set,omitempty"`
+	Symlink  string   `json:"symlink,omitempty"`
+	Base     *baseRec `json:"base,omitempty"`
+	// Dirty lists the [off, end) ranges whose bytes are in the data file;
+	// other ranges below Base.Limit come from the base object. Unused
+	// without a base (the data file is then the whole content).
+	Dirty       [][2]int64  `json:"dirty,omitempty"`
+	Uploads     []uploadRec `json:"uploads,omitempty"`
+	DeleteAfter []deleteRec `json:"delete_after,omitempty"`
+}
+
+// baseRec is the object whose bytes a file's clean ranges come from.
+type baseRec struct {
+	Key      string            `json:"key"`
+	Version  string            `json:"version,omitempty"`
+	Size     int64             `json:"size"`
+	Limit    int64             `json:"limit"` // bytes at or past Limit are not the base's (truncated)
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// uploadRec is a multipart upload that must be completed or aborted.
+type uploadRec struct {
+	Key string `json:"key"`
+	ID  string `json:"id"`
+	// owned (not journaled): a running stream or attempt of this process
+	// created the upload and completes or aborts it itself. Uploads not
+	// owned (recovered from the journal) are aborted by the next attempt.
+	owned bool
+}
+
+// deleteRec is a key to delete once the file is durable under its new
+// name (the old name of a rename). Version, when set, guards the delete.
+type deleteRec struct {
+	Key     string `json:"key"`
+	Version string `json:"version,omitempty"`
+}

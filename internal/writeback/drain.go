@@ -123,7 +123,7 @@ func (m *Manager) failure(ctx context.Context, f *File) Failure {
 	fl := Failure{Target: f.target, Err: f.lastErr}
 	dataPending := !f.removed && f.gen > f.durableGen
 	switch {
-	case dataPending && f.refs > 0:
+	case dataPending && f.closedGen < f.gen:
 		fl.Err = errStillOpen
 	case fl.Err != nil:
 	case dataPending && m.orderLastKey(f.target.Key):
@@ -159,7 +159,7 @@ func (m *Manager) drainState() drainView {
 		}
 		loop := f.uploading
 		stuck := f.final && !f.uploading && f.refs == 0
-		open := f.refs > 0 && data
+		open := data && f.closedGen < f.gen // modified since its last close
 		key := f.target.Key
 		f.mu.Unlock()
 		if !data && !dels && !aborts && !loop {

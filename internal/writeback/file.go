@@ -166,19 +166,27 @@ func (f *File) touchLocked() {
 
 // afterModify journals the first modification of a closed file as open,
 // and closes at once a file modified without any handle (setattr on a path).
+// A reopened file (closed, not yet durable, modified again) journals every
+// modification: recovery then uploads its content as of the last one.
 func (f *File) afterModify() {
 	f.mu.Lock()
-	refs, live, journaled := f.refs, f.live && !f.removed, f.journaled
+	refs, live, need := f.refs, f.live && !f.removed, f.journalEachLocked()
 	f.mu.Unlock()
 	switch {
 	case !live:
 	case refs == 0:
 		_ = f.commitClose() // the upload runs anyway; no handle to report to
-	case journaled != stateOpen:
+	case need:
 		if err := f.writeRecord(); err != nil {
 			f.m.log.Warn("writeback: journal", "path", f.Target().String(), "err", err)
 		}
 	}
+}
+
+// journalEachLocked reports whether the next modification must be
+// journaled: the record is not "open" yet, or the file is reopened.
+func (f *File) journalEachLocked() bool {
+	return f.journaled != stateOpen || f.closedGen > f.durableGen
 }
 
 // metadata returns the user metadata to upload (caller holds mu).
@@ -234,17 +242,20 @@ func (f *File) Release() error {
 		return err
 	}
 	active := f.live && !f.removed
-	modified := active && f.gen > f.durableGen
+	unclosed := active && f.gen > f.closedGen
+	pending := active && f.gen > f.durableGen
 	if f.removed && f.fd != nil {
 		f.fd.Close()
 		f.fd = nil
 	}
 	f.mu.Unlock()
 	switch {
-	case modified:
+	case unclosed:
 		if jerr := f.commitClose(); err == nil {
 			err = jerr
 		}
+	case pending:
+		f.kick()
 	case active:
 		if !f.tryFinish() {
 			f.kick()
@@ -336,14 +347,15 @@ func (f *File) recordLocked() *record {
 		DeleteAfter: append([]deleteRec(nil), f.deleteAfter...),
 	}
 	switch {
-	case f.removed && len(f.deleteAfter) > 0, !f.removed && f.gen == f.durableGen && len(f.deleteAfter) > 0:
+	case f.removed && len(f.deleteAfter) > 0, !f.removed && f.gen == f.durableGen:
 		r.State = stateUploaded
 	case f.removed:
 		r.State = stateDiscarded
-	case f.closedGen == f.gen && f.gen > f.durableGen:
+	case f.closedGen == f.gen:
 		r.State = stateClosed
 	default:
 		r.State = stateOpen
+		r.Reopened = f.closedGen > f.durableGen
 	}
 	if f.base != nil {
 		r.Base = &baseRec{Key: f.base.Key, Version: f.base.Version, Size: f.base.Size, Limit: f.baseLimit, Metadata: f.base.Metadata}

@@ -53,7 +53,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if err != nil && !errors.Is(err, syscall.ENOSPC) && f.stageErr == nil {
 		f.stageErr = err
 	}
-	after := n > 0 && f.live && !f.removed && (f.refs == 0 || f.journaled != stateOpen)
+	after := n > 0 && f.live && !f.removed && (f.refs == 0 || f.journalEachLocked())
 	f.mu.Unlock()
 	if after {
 		f.afterModify()

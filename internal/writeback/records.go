@@ -25,8 +25,12 @@ type record struct {
 	MtimeNs int64  `json:"mtime_ns"`
 	// MtimeSet: the mtime was set explicitly (utimens) and is stored as
 	// metadata; otherwise the object's own modification time stands.
-	MtimeSet bool     `json:"mtime_set,omitempty"`
-	Symlink  string   `json:"symlink,omitempty"`
+	MtimeSet bool   `json:"mtime_set,omitempty"`
+	Symlink  string `json:"symlink,omitempty"`
+	// Reopened (state open only): the file was closed, and modified again
+	// before it was durable; every modification since is journaled, so
+	// recovery uploads it as of the last one instead of discarding it.
+	Reopened bool     `json:"reopened,omitempty"`
 	Base     *baseRec `json:"base,omitempty"`
 	// Dirty lists the [off, end) ranges whose bytes are in the data file;
 	// other ranges below Base.Limit come from the base object. Unused

@@ -10,6 +10,7 @@ import (
 // recover loads the journal left by an earlier process (see README.md):
 // closed files are queued again, records of files that were never closed
 // are discarded, leftover multipart uploads and old names are cleaned up.
+// It runs in New, before any other method can be called.
 func (m *Manager) recover() error {
 	recs, bad, err := m.j.scan()
 	if err != nil {
@@ -32,8 +33,7 @@ func (m *Manager) recover() error {
 	}
 	var kick []*File
 	for _, r := range recs {
-		f := m.recoverOne(r, winner[r.Target] == r)
-		if f != nil {
+		if f := m.recoverOne(r, winner[r.Target] == r); f != nil {
 			kick = append(kick, f)
 		}
 	}
@@ -43,8 +43,9 @@ func (m *Manager) recover() error {
 	return nil
 }
 
-// recoverOne turns a record into a file (or a stub with cleanup left), or
-// deletes it; it returns the file when it has work to do.
+// recoverOne turns a record into a file to upload, or a stub with cleanup
+// left (aborts, deletes), or forgets it; it returns the file when it has
+// work to do.
 func (m *Manager) recoverOne(r *record, winner bool) *File {
 	f := &File{
 		m: m, id: r.ID, target: r.Target, size: r.Size, mode: r.Mode,
@@ -53,36 +54,25 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 		uploads: r.Uploads, journaled: r.State, live: true,
 	}
 	path := r.Target.String()
+	upload := winner && (r.State == stateClosed || (r.State == stateOpen && r.Reopened))
 	switch {
-	case r.State == stateClosed && winner:
-		f.hasData = r.Symlink == ""
-		f.deleteAfter = r.DeleteAfter
-		f.gen, f.closedGen = 1, 1
-		if b := r.Base; b != nil {
-			f.base = &objstore.ObjectInfo{Key: b.Key, Version: b.Version, Size: b.Size, Metadata: b.Metadata}
-			f.baseLimit = b.Limit
-			f.dirty = rangesFromPairs(r.Dirty)
-			f.valid = f.dirty.clone()
+	case upload:
+		f.restore(r)
+		if r.State == stateOpen {
+			m.log.Warn("writeback: file was modified again after it was closed, and not closed again before ferry stopped; uploading it as of its last change", "path", path)
+		} else {
+			m.log.Info("writeback: recovered a staged file; uploading it", "path", path, "size", r.Size)
 		}
-		if f.hasData {
-			st, err := os.Stat(m.j.dataPath(r.ID))
-			switch {
-			case err != nil:
-				f.corrupt = fmt.Errorf("writeback: staged data of %s is missing: %w", path, err)
-			case st.Size() < r.Size:
-				f.corrupt = fmt.Errorf("writeback: staged data of %s is shorter (%d bytes) than journaled (%d)", path, st.Size(), r.Size)
-			}
-		}
-		m.log.Info("writeback: recovered a staged file; uploading it", "path", path, "size", r.Size)
 		m.files[f.target] = f
 	case r.State == stateUploaded:
 		f.removed = true // durable already: only old names to delete
 		f.deleteAfter = r.DeleteAfter
 		os.Remove(m.j.dataPath(r.ID))
 	default:
-		if r.State == stateOpen {
+		switch r.State {
+		case stateOpen:
 			m.log.Warn("writeback: file was still open when ferry stopped; discarding its partial content", "path", path)
-		} else if r.State == stateClosed {
+		case stateClosed:
 			m.log.Warn("writeback: superseded staged file discarded", "path", path)
 		}
 		f.removed = true
@@ -100,4 +90,28 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 	}
 	m.byID[f.id] = f
 	return f
+}
+
+// restore makes f the closed, not yet durable file r describes, checking
+// that its staged data is there.
+func (f *File) restore(r *record) {
+	f.hasData = r.Symlink == ""
+	f.deleteAfter = r.DeleteAfter
+	f.gen, f.closedGen = 1, 1
+	if b := r.Base; b != nil {
+		f.base = &objstore.ObjectInfo{Key: b.Key, Version: b.Version, Size: b.Size, Metadata: b.Metadata}
+		f.baseLimit = min(b.Limit, r.Size)
+		f.dirty = rangesFromPairs(r.Dirty)
+		f.valid = f.dirty.clone()
+	}
+	if !f.hasData {
+		return
+	}
+	st, err := os.Stat(f.m.j.dataPath(r.ID))
+	switch {
+	case err != nil:
+		f.corrupt = fmt.Errorf("writeback: staged data of %s is missing: %w", r.Target, err)
+	case st.Size() < r.Size:
+		f.corrupt = fmt.Errorf("writeback: staged data of %s is shorter (%d bytes) than journaled (%d)", r.Target, st.Size(), r.Size)
+	}
 }

@@ -67,13 +67,14 @@ func (f *File) kick() {
 }
 
 // wantsLocked says whether the data must be uploaded now, and whether
-// there is cleanup (stale multipart uploads, deletes of old names).
+// there is cleanup (stale multipart uploads, deletes of old names). The
+// data is uploaded once every modification was followed by a close (handles
+// that only read do not hold it back), or when Sync asks for it.
 func (f *File) wantsLocked() (data, cleanup bool) {
 	if !f.live {
 		return false, false
 	}
-	data = !f.removed && f.gen > f.durableGen &&
-		((f.closedGen > f.durableGen && f.refs == 0) || f.syncGen > f.durableGen)
+	data = !f.removed && f.gen > f.durableGen && (f.closedGen == f.gen || f.syncGen > f.durableGen)
 	for _, u := range f.uploads {
 		cleanup = cleanup || !u.owned
 	}

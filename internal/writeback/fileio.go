@@ -210,12 +210,21 @@ func (m *Manager) readBase(ctx context.Context, t Target, base objstore.ObjectIn
 // errBaseChanged: the file's base changed while its bytes were copied.
 var errBaseChanged = errors.New("writeback: base object changed during the upload")
 
-// fill copies the base's bytes of ranges into the staging file, skipping
-// bytes written meanwhile, so that the staging file alone holds them.
-// Memory is bounded by fillChunk.
-func (f *File) fill(ctx context.Context, st objstore.Store, base objstore.ObjectInfo, ranges []span) error {
-	if len(ranges) == 0 {
+// fill copies the base's bytes of ranges (sorted) into the staging file,
+// skipping bytes written meanwhile, so that the staging file alone holds
+// them. Ranges closer than fillChunk share one read. Memory is bounded by
+// fillChunk.
+func (f *File) fill(ctx context.Context, st objstore.Store, base objstore.ObjectInfo, gaps []span) error {
+	if len(gaps) == 0 {
 		return nil
+	}
+	var ranges []span
+	for _, g := range gaps {
+		if n := len(ranges); n > 0 && g.Off-ranges[n-1].End <= fillChunk {
+			ranges[n-1].End = g.End
+			continue
+		}
+		ranges = append(ranges, g)
 	}
 	var longest int64
 	for _, r := range ranges {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,11 @@ type env struct {
 	fs     *faulty.Store
 	rec    *recorder
 	logBuf *syncBuffer
+	// landing: Puts ignore cancellation (a request already sent lands).
+	landing bool
+
+	mu    sync.Mutex // guards gates
+	gates []*gate
 }
 
 func newEnv(t *testing.T) *env {
@@ -44,8 +50,71 @@ func newEnv(t *testing.T) *env {
 // setFaults replaces the fault decorator (and resets the call counts).
 func (e *env) setFaults(cfg faulty.Config) {
 	e.faults = cfg
-	e.fs = faulty.New(e.mem, cfg)
+	var inner objstore.Store = e.mem
+	if e.landing {
+		inner = &landingStore{Store: e.mem}
+	}
+	e.fs = faulty.New(inner, cfg)
 	e.rec = &recorder{Store: e.fs, mp: e.fs}
+}
+
+// gate holds back the calls it matches until it is released. It blocks in
+// faulty's Stall hook, which ignores the caller's context: a call
+// cancelled meanwhile still reaches the store once the gate opens (where
+// the mem driver fails it if its context is done, unless env.landing).
+type gate struct {
+	match func(op, key string) bool
+	open  chan struct{}
+	once  sync.Once
+	held  atomic.Int32 // calls waiting now
+	seen  atomic.Int32 // calls held so far
+}
+
+// gate returns a closed gate for the calls match selects; the env releases
+// it before closing its managers. Pass g.stall as a faulty Stall hook.
+func (e *env) gate(match func(op, key string) bool) *gate {
+	g := &gate{match: match, open: make(chan struct{})}
+	e.mu.Lock()
+	e.gates = append(e.gates, g)
+	e.mu.Unlock()
+	return g
+}
+
+func (g *gate) stall(op, key string) time.Duration {
+	if g.match(op, key) {
+		select {
+		case <-g.open:
+		default:
+			g.seen.Add(1)
+			g.held.Add(1)
+			<-g.open
+			g.held.Add(-1)
+		}
+	}
+	return 0
+}
+
+func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
+
+func (e *env) releaseGates() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, g := range e.gates {
+		g.release()
+	}
+}
+
+// opKey matches calls of op on key.
+func opKey(op, key string) func(string, string) bool {
+	return func(o, k string) bool { return o == op && k == key }
+}
+
+// landingStore is a mem store whose Puts complete even when their context
+// is cancelled: the request had been sent.
+type landingStore struct{ *mem.Store }
+
+func (s *landingStore) Put(ctx context.Context, key string, src io.ReaderAt, size int64, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	return s.Store.Put(context.WithoutCancel(ctx), key, src, size, opts)
 }
 
 func (e *env) config() Config {
@@ -70,7 +139,10 @@ func (e *env) open(cfg Config) *Manager {
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}
-	e.t.Cleanup(func() { m.Close() })
+	e.t.Cleanup(func() {
+		e.releaseGates()
+		m.Close()
+	})
 	return m
 }
 

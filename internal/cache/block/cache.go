@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -33,31 +32,32 @@ type Cache struct {
 	cfg        Config
 	log        *slog.Logger
 	partBlocks int64 // blocks per readahead GET
+	segBlocks  int64 // blocks per segment file
+	segBytes   int64 // bytes per segment file (data)
 	nworkers   int
 
 	ctx     context.Context    // canceled by Close; fetches run under it
 	cancel  context.CancelFunc //
 	wg      sync.WaitGroup     // workers, evictor and fills
 	kick    chan struct{}      // wakes the evictor (capacity 1)
-	scanned chan struct{}      // closed when the startup scan is done
 	scratch sync.Pool          // *[]byte of one checksum chunk
 	st      counters
 
 	// mu guards every field below, the refs and idleEl fields of every
-	// blockFile, and the mutable fields of every job and flight. Never held
+	// segFile, and the mutable fields of every job and flight. Never held
 	// during I/O on the store; Reader.mu is never taken while holding it.
-	mu        sync.Mutex
-	cond      sync.Cond // on mu; signaled when a job is queued or on Close
-	closed    bool
-	index     map[blockID]*entry     // blocks known on disk (for size accounting and eviction)
-	objBlocks map[objID]int          // indexed blocks per object
-	bytes     int64                  // on-disk bytes of indexed blocks
-	stamps    uint64                 // count of index additions (entry.stamp)
-	files     map[blockID]*blockFile // open block files
-	idle      list.List              // of *blockFile in files with refs == 0, most recent first
-	inflight  map[blockID]*flight    // blocks being fetched
-	queue     [nPrio]list.List       // of *job not started yet, by priority
-	fills     map[objID]bool         // objects being warmed in the background
+	mu       sync.Mutex
+	cond     sync.Cond // on mu; signaled when a job is queued or on Close
+	closed   bool
+	index    map[segID]*entry    // segment files known on disk (for size accounting and eviction)
+	objSegs  map[objID]int       // indexed segments per object
+	bytes    int64               // allocated bytes of indexed segments
+	stamps   uint64              // count of index additions (entry.stamp)
+	files    map[segID]*segFile  // open segment files
+	idle     list.List           // of *segFile in files with refs == 0, most recent first
+	inflight map[blockID]*flight // blocks being fetched
+	queue    [nPrio]list.List    // of *job not started yet, by priority
+	fills    map[objID]bool      // objects being warmed in the background
 }
 
 // New opens (creating if needed) the cache in cfg.Dir and starts its fetch
@@ -74,14 +74,15 @@ func New(cfg Config) (*Cache, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		partBlocks: cfg.PartSize / cfg.BlockSize,
+		segBlocks:  cfg.SegmentSize / cfg.BlockSize,
+		segBytes:   cfg.SegmentSize,
 		nworkers:   cfg.workers(),
 		ctx:        ctx,
 		cancel:     cancel,
 		kick:       make(chan struct{}, 1),
-		scanned:    make(chan struct{}),
-		index:      map[blockID]*entry{},
-		objBlocks:  map[objID]int{},
-		files:      map[blockID]*blockFile{},
+		index:      map[segID]*entry{},
+		objSegs:    map[objID]int{},
+		files:      map[segID]*segFile{},
 		inflight:   map[blockID]*flight{},
 		fills:      map[objID]bool{},
 	}
@@ -106,41 +107,31 @@ func (c *Cache) Config() Config { return c.cfg }
 // cheap and does no I/O.
 func (c *Cache) Open(ref Ref) *Reader {
 	c.st.readers.Add(1)
-	return &Reader{c: c, o: c.object(ref), held: map[int64]*heldBlock{}}
+	return &Reader{c: c, o: c.object(ref), held: map[int64]*heldSeg{}}
 }
 
-func (c *Cache) object(ref Ref) *object { return newObject(c.cfg.Dir, c.cfg.BlockSize, ref) }
+func (c *Cache) object(ref Ref) *object {
+	return newObject(c.cfg.Dir, c.cfg.BlockSize, c.segBlocks, ref)
+}
 
-// Cached returns how many bytes of ref are in the cache now.
+// Cached returns how many bytes of ref are in the cache now (blocks whose
+// records are valid; their data is checked when read).
 func (c *Cache) Cached(ref Ref) int64 {
 	o := c.object(ref)
 	var n int64
-	for idx := range o.nblocks {
-		id := o.bid(idx)
-		c.mu.Lock()
-		ok := c.files[id] != nil || c.index[id] != nil
-		c.mu.Unlock()
-		if ok || c.onDisk(o, idx) {
-			n += o.blockLen(idx)
+	for seg := int64(0); seg*o.segBlocks < o.nblocks; seg++ {
+		sf, _ := c.openSeg(o, seg, false)
+		if sf == nil {
+			continue
 		}
+		for idx := seg * o.segBlocks; idx < min(o.nblocks, (seg+1)*o.segBlocks); idx++ {
+			if sf.load(c, idx%o.segBlocks) {
+				n += o.blockLen(idx)
+			}
+		}
+		c.release(sf)
 	}
 	return n
-}
-
-// onDisk reports whether a block file of the right size exists for block
-// idx of o (without checking its contents), indexing it if so.
-func (c *Cache) onDisk(o *object, idx int64) bool {
-	fi, err := os.Stat(o.path(idx))
-	n := o.blockLen(idx)
-	if err != nil || fi.Size() != n+trailerLen(n, o.chunk) {
-		return false
-	}
-	c.mu.Lock()
-	if !c.closed {
-		c.indexAddLocked(o.bid(idx), fi.Size(), false)
-	}
-	c.mu.Unlock()
-	return true
 }
 
 // Close stops the fetch workers and the evictor and closes every block
@@ -166,11 +157,11 @@ func (c *Cache) Close() error {
 	c.wg.Wait()
 	c.mu.Lock()
 	files := c.files
-	c.files = map[blockID]*blockFile{}
+	c.files = map[segID]*segFile{}
 	c.idle.Init()
 	c.mu.Unlock()
-	for _, bf := range files {
-		bf.f.Close()
+	for _, sf := range files {
+		sf.f.Close()
 	}
 	return nil
 }
@@ -202,8 +193,8 @@ type Stats struct {
 	Evictions        int64 // blocks evicted
 	EvictedBytes     int64
 	Corruptions      int64 // bad blocks found and dropped
-	Blocks           int64 // blocks known on disk
-	BytesCached      int64 // their on-disk size
+	Segments         int64 // segment files known on disk
+	BytesCached      int64 // their allocated size
 	MaxBytes         int64 // the byte limit in effect
 	FreeBytes        int64 // free space of the cache's file system (last sample)
 	ReadaheadWindow  int64 // sum of the open Readers' readahead windows
@@ -214,7 +205,7 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	blocks, bytes := int64(len(c.index)), c.bytes
+	segs, bytes := int64(len(c.index)), c.bytes
 	var queued int64
 	for p := range c.queue {
 		queued += int64(c.queue[p].Len())
@@ -227,7 +218,7 @@ func (c *Cache) Stats() Stats {
 		Fetches: c.st.fetches.Load(), FetchesInFlight: c.st.getsInFlight.Load(), QueuedFetches: queued,
 		Evictions: c.st.evictions.Load(), EvictedBytes: c.st.evictedBytes.Load(),
 		Corruptions: c.st.corruptions.Load(),
-		Blocks:      blocks, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
+		Segments:    segs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
 	}

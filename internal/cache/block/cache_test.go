@@ -42,10 +42,10 @@ func TestVersionChangeNeverServesOldBlocks(t *testing.T) {
 		t.Fatalf("old version, cached block: %v", err)
 	}
 	f.cache.Close()
-	c := f.open(Config{Dir: f.cache.cfg.Dir, BlockSize: 64 << 10})
-	for _, name := range blockFiles(t, c.cfg.Dir) {
+	for _, name := range blockFiles(t, f.cache.cfg.Dir) {
 		os.Remove(name)
 	}
+	c := f.open(Config{Dir: f.cache.cfg.Dir, BlockSize: 64 << 10})
 	r3 := c.Open(f.ref)
 	defer r3.Close()
 	if _, err := r3.ReadAt(ctx, buf, 10); !isPrecondition(err) {
@@ -70,50 +70,66 @@ func blockFiles(t *testing.T, dir string) []string {
 
 func TestCorruptBlockRefetched(t *testing.T) {
 	const bs = 256 << 10
+	// One segment of four blocks; block 1 (or the header) is damaged.
 	tests := []struct {
-		name   string
-		damage func(t *testing.T, path string)
-		// resized: readahead may see the wrong size and replace the file
-		// before a read opens it, so no corruption is counted.
-		resized bool
+		name    string
+		damage  func(t *testing.T, o *object, path string)
+		refetch int64 // bytes fetched again
+		// counted: the damage is seen by a read (a resized file may instead
+		// be rewritten by readahead before a read looks at it).
+		counted bool
 	}{
-		{name: "flipped data byte", damage: func(t *testing.T, p string) { flip(t, p, 200_000) }},
-		{name: "flipped trailer byte", damage: func(t *testing.T, p string) { flip(t, p, bs+20) }},
-		{name: "truncated", damage: func(t *testing.T, p string) { os.Truncate(p, 1000) }, resized: true},
-		{name: "extended", damage: func(t *testing.T, p string) { os.Truncate(p, bs+4096) }, resized: true},
-		{name: "another block's file", damage: func(t *testing.T, p string) {
-			b, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "0"))
-			os.WriteFile(p, b, 0o600)
+		{name: "flipped data byte", refetch: bs, counted: true, damage: func(t *testing.T, o *object, p string) { flip(t, p, o.dataOff(1)+200_000) }},
+		{name: "flipped record byte", refetch: bs, counted: true, damage: func(t *testing.T, o *object, p string) { flip(t, p, o.recOff(1)+9) }},
+		{name: "record of another slot", refetch: bs, counted: true, damage: func(t *testing.T, o *object, p string) {
+			fh, _ := os.OpenFile(p, os.O_RDWR, 0)
+			defer fh.Close()
+			rec := make([]byte, o.recLen)
+			fh.ReadAt(rec, o.recOff(0))
+			fh.WriteAt(rec, o.recOff(1))
 		}},
+		{name: "flipped header byte", refetch: 4 * bs, counted: true, damage: func(t *testing.T, o *object, p string) { flip(t, p, 20) }},
+		{name: "truncated in block 3", refetch: bs, damage: func(t *testing.T, o *object, p string) { os.Truncate(p, o.dataOff(3)+1000) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, 3*bs, Config{BlockSize: bs})
+			cfg := Config{BlockSize: bs, SegmentSize: 4 * bs}
+			f := newFixture(t, 4*bs, cfg)
 			r := f.cache.Open(f.ref)
 			f.readAll(r, bs, f.data)
 			r.Close()
 			f.cache.Close()
-			o := newObject(f.cache.cfg.Dir, bs, f.ref)
-			tt.damage(t, o.path(1))
+			cfg.Dir = f.cache.cfg.Dir
+			o := newObject(cfg.Dir, bs, 4, f.ref)
+			tt.damage(t, o, o.segPath(0))
 
-			c := f.open(Config{Dir: f.cache.cfg.Dir, BlockSize: bs})
+			c := f.open(cfg)
 			f.store.reset()
 			r = c.Open(f.ref)
 			defer r.Close()
 			f.readAll(r, 100_000, f.data)
-			reads, n, _ := f.store.stats()
-			if reads != 1 || n != bs {
-				t.Fatalf("refetched %d bytes in %d reads, want the one block", n, reads)
+			if _, n, _ := f.store.stats(); n != tt.refetch {
+				t.Fatalf("refetched %d bytes, want %d", n, tt.refetch)
 			}
-			if !tt.resized && c.Stats().Corruptions == 0 {
+			if tt.counted && c.Stats().Corruptions == 0 {
 				t.Fatal("corruption not counted")
+			}
+			// The repaired copy serves a third process without a GET.
+			c.Close()
+			c = f.open(cfg)
+			f.store.reset()
+			r3 := c.Open(f.ref)
+			defer r3.Close()
+			f.readAll(r3, bs, f.data)
+			if reads, _, _ := f.store.stats(); reads != 0 {
+				t.Fatalf("%d GETs after the repair", reads)
 			}
 		})
 	}
 }
 
-// TestCorruptChunkOfOpenBlock damages a chunk of a block file after the
-// cache opened it (and verified another chunk).
+// TestCorruptChunkOfOpenBlock damages a chunk of a block after the cache
+// opened its segment (and verified another chunk of it).
 func TestCorruptChunkOfOpenBlock(t *testing.T) {
 	const bs = 1 << 20
 	f := newFixture(t, bs, Config{BlockSize: bs})
@@ -128,17 +144,13 @@ func TestCorruptChunkOfOpenBlock(t *testing.T) {
 	if _, err := r.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf, f.data[:100]) {
 		t.Fatalf("first read: %v", err)
 	}
-	flip(t, newObject(c.cfg.Dir, bs, f.ref).path(0), 5*65536+7)
-	for _, via := range []string{"CachedFile", "ReadAt"} {
-		if via == "CachedFile" {
-			if _, _, ok := r.CachedFile(5*65536, 100); ok {
-				t.Fatal("CachedFile served a corrupt chunk")
-			}
-			continue
-		}
-		if _, err := r.ReadAt(context.Background(), buf, 5*65536); err != nil || !bytes.Equal(buf, f.data[5*65536:5*65536+100]) {
-			t.Fatalf("read after damage: %v", err)
-		}
+	o := c.object(f.ref)
+	flip(t, o.segPath(0), o.dataOff(0)+5*65536+7)
+	if _, _, ok := r.CachedFile(5*65536, 100); ok {
+		t.Fatal("CachedFile served a corrupt chunk")
+	}
+	if _, err := r.ReadAt(context.Background(), buf, 5*65536); err != nil || !bytes.Equal(buf, f.data[5*65536:5*65536+100]) {
+		t.Fatalf("read after damage: %v", err)
 	}
 	if c.Stats().Corruptions == 0 {
 		t.Fatal("corruption not counted")
@@ -173,7 +185,7 @@ func TestEvictionKeepsWithinMaxBytes(t *testing.T) {
 	diskBytes := func() (n int64) {
 		for _, p := range blockFiles(t, f.cache.cfg.Dir) {
 			if fi, err := os.Stat(p); err == nil {
-				n += fi.Size()
+				n += allocated(fi)
 			}
 		}
 		return n

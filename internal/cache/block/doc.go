@@ -1,6 +1,7 @@
 // Package block is ferry's clean-data cache: object bytes on local disk in
-// fixed-size blocks keyed by (store, key, version, block index), each block
-// checksummed (CRC32C per 64 KiB chunk) and verified before it is served.
+// fixed-size blocks keyed by (store, key, version, block index), stored in
+// sparse segment files, each block checksummed (CRC32C per 64 KiB chunk)
+// and verified before it is served.
 // It owns per-handle sequential detection and readahead, the global budgets
 // of parallel ranged GETs and in-flight memory, deduplication of identical
 // fetches, and the evictor that keeps the cache under its byte limit and

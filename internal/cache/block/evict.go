@@ -4,34 +4,33 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 const (
-	evictInterval = 2 * time.Second  // evictor's periodic check (also samples free space)
-	rescanEvery   = 5 * time.Minute  // full rescan of Dir, to see other processes' blocks
-	staleTmpAge   = 30 * time.Minute // a temporary file older than this is a crash leftover
+	evictInterval = 2 * time.Second // evictor's periodic check (also samples free space)
+	rescanEvery   = 5 * time.Minute // full rescan of Dir, to see other processes' segments
 )
 
-// entry is one block known on disk.
+// entry is one segment file known on disk.
 type entry struct {
-	size  int64        // on-disk bytes; guarded by Cache.mu
+	size  int64        // allocated bytes (approximate); guarded by Cache.mu
 	stamp uint64       // Cache.stamps when last (re)added; guarded by Cache.mu
 	atime atomic.Int64 // last access, unix nanoseconds
 }
 
-// indexAddLocked records block id of size bytes on disk and returns its
-// entry; touch marks it used now. c.mu must be held.
-func (c *Cache) indexAddLocked(id blockID, size int64, touch bool) *entry {
+// indexAddLocked records segment id with size allocated bytes and returns
+// its entry (an existing entry takes the new size). c.mu must be held.
+func (c *Cache) indexAddLocked(id segID, size int64, touch bool) *entry {
 	c.stamps++
 	e := c.index[id]
 	if e == nil {
 		e = &entry{size: size, stamp: c.stamps}
 		e.atime.Store(time.Now().UnixNano())
 		c.index[id] = e
-		c.objBlocks[id.obj]++
+		c.objSegs[id.obj]++
 		c.bytes += size
 	} else {
 		c.bytes += size - e.size
@@ -47,25 +46,34 @@ func (c *Cache) indexAddLocked(id blockID, size int64, touch bool) *entry {
 	return e
 }
 
-// indexStaleLocked forgets block id after a look at the disk found no valid
-// file, unless the index learned of a new one since stamp (a fetch or
-// another look may have put it there meanwhile). c.mu must be held.
-func (c *Cache) indexStaleLocked(id blockID, stamp uint64) {
+// growLocked accounts n more bytes in the segment of e. c.mu must be held.
+func (c *Cache) growLocked(e *entry, n int64) {
+	e.size += n
+	c.bytes += n
+	if c.bytes > c.cfg.MaxBytes {
+		c.kickEvictor()
+	}
+}
+
+// indexStaleLocked forgets segment id after a look at the disk found no
+// file, unless the index learned of one since stamp (another look or a
+// write may have put it there meanwhile). c.mu must be held.
+func (c *Cache) indexStaleLocked(id segID, stamp uint64) {
 	if e := c.index[id]; e != nil && e.stamp <= stamp && c.files[id] == nil {
 		c.indexRemoveLocked(id)
 	}
 }
 
-// indexRemoveLocked forgets block id. c.mu must be held.
-func (c *Cache) indexRemoveLocked(id blockID) {
+// indexRemoveLocked forgets segment id. c.mu must be held.
+func (c *Cache) indexRemoveLocked(id segID) {
 	e := c.index[id]
 	if e == nil {
 		return
 	}
 	delete(c.index, id)
 	c.bytes -= e.size
-	if c.objBlocks[id.obj]--; c.objBlocks[id.obj] <= 0 {
-		delete(c.objBlocks, id.obj)
+	if c.objSegs[id.obj]--; c.objSegs[id.obj] <= 0 {
+		delete(c.objSegs, id.obj)
 	}
 }
 
@@ -82,7 +90,6 @@ func (c *Cache) kickEvictor() {
 func (c *Cache) evictLoop() {
 	defer c.wg.Done()
 	c.scan(false)
-	close(c.scanned)
 	t := time.NewTicker(evictInterval)
 	defer t.Stop()
 	lastScan := time.Now()
@@ -101,10 +108,10 @@ func (c *Cache) evictLoop() {
 	}
 }
 
-// evictOnce evicts least recently used blocks until the cache is below 90%
-// of MaxBytes and the disk has MinFreeBytes free (plus a margin). Blocks a
-// Reader holds go last; evicting one unlinks it at once, and its file is
-// closed (freeing the space) when the last holder lets go.
+// evictOnce evicts least recently used segments until the cache is below
+// 90% of MaxBytes and the disk has MinFreeBytes free (plus a margin).
+// Segments a Reader or a fetch holds go last; evicting one unlinks it at
+// once, and its file is closed (freeing the space) by the last release.
 func (c *Cache) evictOnce() {
 	free, _, err := diskSpace(c.cfg.Dir)
 	if err != nil {
@@ -118,22 +125,22 @@ func (c *Cache) evictOnce() {
 		need = c.bytes - c.cfg.MaxBytes*9/10
 	}
 	if err == nil && free < c.cfg.MinFreeBytes {
-		need = max(need, c.cfg.MinFreeBytes-free+8*c.cfg.BlockSize)
+		need = max(need, c.cfg.MinFreeBytes-free+c.segBytes)
 	}
 	if need <= 0 {
 		c.mu.Unlock()
 		return
 	}
 	type cand struct {
-		id    blockID
+		id    segID
 		held  bool
 		atime int64
 		size  int64
 	}
 	cands := make([]cand, 0, len(c.index))
 	for id, e := range c.index {
-		bf := c.files[id]
-		cands = append(cands, cand{id: id, held: bf != nil && bf.refs > 0, atime: e.atime.Load(), size: e.size})
+		sf := c.files[id]
+		cands = append(cands, cand{id: id, held: sf != nil && sf.refs > 0, atime: e.atime.Load(), size: e.size})
 	}
 	c.mu.Unlock()
 
@@ -143,7 +150,7 @@ func (c *Cache) evictOnce() {
 		}
 		return cands[i].atime < cands[j].atime
 	})
-	var victims []blockID
+	var victims []segID
 	for _, cd := range cands {
 		if need <= 0 {
 			break
@@ -152,7 +159,7 @@ func (c *Cache) evictOnce() {
 		need -= cd.size
 	}
 	var toClose []*os.File
-	var removed []blockID
+	var removed []segID
 	var evicted int64
 	emptied := map[objID]bool{}
 	c.mu.Lock()
@@ -161,20 +168,20 @@ func (c *Cache) evictOnce() {
 		if e == nil {
 			continue
 		}
-		if bf := c.files[id]; bf != nil {
+		if sf := c.files[id]; sf != nil {
 			delete(c.files, id) // a held one is closed by its last release
-			if bf.refs == 0 {
-				if bf.idleEl != nil {
-					c.idle.Remove(bf.idleEl)
-					bf.idleEl = nil
+			if sf.refs == 0 {
+				if sf.idleEl != nil {
+					c.idle.Remove(sf.idleEl)
+					sf.idleEl = nil
 				}
-				toClose = append(toClose, bf.f)
+				toClose = append(toClose, sf.f)
 			}
 		}
 		evicted += e.size
 		c.indexRemoveLocked(id)
 		removed = append(removed, id)
-		if c.objBlocks[id.obj] == 0 {
+		if c.objSegs[id.obj] == 0 {
 			emptied[id.obj] = true
 		}
 	}
@@ -183,12 +190,12 @@ func (c *Cache) evictOnce() {
 		f.Close()
 	}
 	for _, id := range removed {
-		if err := os.Remove(c.blockPath(id)); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(c.segPath(id)); err != nil && !os.IsNotExist(err) {
 			c.log.Warn("block cache: evict", "err", err)
 		}
 	}
 	for obj := range emptied {
-		os.Remove(c.objDir(obj)) // fails harmlessly when another process added a block
+		os.Remove(c.objDir(obj)) // fails harmlessly when a segment was added meanwhile
 	}
 	c.st.evictions.Add(int64(len(removed)))
 	c.st.evictedBytes.Add(evicted)
@@ -202,19 +209,29 @@ func (c *Cache) objDir(obj objID) string {
 	return filepath.Join(c.cfg.Dir, layoutDir, hx[:2], hx)
 }
 
-func (c *Cache) blockPath(id blockID) string {
-	return filepath.Join(c.objDir(id.obj), itoa(id.idx))
+func (c *Cache) segPath(id segID) string {
+	return filepath.Join(c.objDir(id.obj), itoa(id.seg))
 }
 
-// scan indexes the block files in Dir and removes stale temporary files.
-// With prune, it also forgets indexed blocks that are gone from disk (taken
-// by another process's evictor) and were not used since the scan began.
+// allocated is the disk space a file takes (sparse segments take less
+// than their size).
+func allocated(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
+}
+
+// scan indexes the segment files in Dir (refreshing the sizes of known
+// ones). With prune, it also forgets
+// indexed segments that are gone from disk (taken by another process's
+// evictor) and were not re-added since the scan began.
 func (c *Cache) scan(prune bool) {
 	c.mu.Lock()
 	start := c.stamps
 	c.mu.Unlock()
 	root := filepath.Join(c.cfg.Dir, layoutDir)
-	seen := map[blockID]bool{}
+	seen := map[segID]bool{}
 	tops, err := os.ReadDir(root)
 	if err != nil {
 		c.log.Warn("block cache: scan", "err", err)
@@ -232,7 +249,7 @@ func (c *Cache) scan(prune bool) {
 			dir := filepath.Join(root, top.Name(), od.Name())
 			names, _ := os.ReadDir(dir)
 			type found struct {
-				id    blockID
+				id    segID
 				size  int64
 				mtime int64
 			}
@@ -242,21 +259,18 @@ func (c *Cache) scan(prune bool) {
 				if err != nil || !fi.Mode().IsRegular() {
 					continue
 				}
-				if strings.HasPrefix(de.Name(), tmpPrefix) {
-					if time.Since(fi.ModTime()) > staleTmpAge {
-						os.Remove(filepath.Join(dir, de.Name()))
-					}
-					continue
-				}
-				if id, ok := parseBlockPath(od.Name(), de.Name()); ok {
-					batch = append(batch, found{id: id, size: fi.Size(), mtime: fi.ModTime().UnixNano()})
+				if id, ok := parseSegPath(od.Name(), de.Name()); ok {
+					batch = append(batch, found{id: id, size: allocated(fi), mtime: fi.ModTime().UnixNano()})
 				}
 			}
 			c.mu.Lock()
 			for _, f := range batch {
 				seen[f.id] = true
-				if c.index[f.id] == nil {
+				if e := c.index[f.id]; e == nil {
 					c.indexAddLocked(f.id, f.size, false).atime.Store(f.mtime)
+				} else if prune {
+					c.bytes += f.size - e.size
+					e.size = f.size
 				}
 			}
 			c.mu.Unlock()

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -74,8 +72,7 @@ func (c *Cache) planLocked(o *object, from, to int64, p prio, owner *Reader) {
 		}
 	}
 	for idx := from; idx < to; idx++ {
-		id := o.bid(idx)
-		if c.files[id] != nil || c.index[id] != nil || c.inflight[id] != nil {
+		if c.knownLocked(o, idx) {
 			flush(idx)
 			continue
 		}
@@ -87,6 +84,19 @@ func (c *Cache) planLocked(o *object, from, to int64, p prio, owner *Reader) {
 		}
 	}
 	flush(to)
+}
+
+// knownLocked reports whether block idx of o is present in an open segment
+// or being fetched. c.mu must be held.
+func (c *Cache) knownLocked(o *object, idx int64) bool {
+	return c.openLocked(o, idx) || c.inflight[o.bid(idx)] != nil
+}
+
+// openLocked reports whether block idx of o is present in an open segment.
+// c.mu must be held.
+func (c *Cache) openLocked(o *object, idx int64) bool {
+	sf := c.files[o.sid(idx/o.segBlocks)]
+	return sf != nil && sf.blocks[idx%o.segBlocks].Load() != nil
 }
 
 // plan is planLocked for callers without the lock.
@@ -107,11 +117,10 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 	if c.closed {
 		return nil, false, ErrClosed
 	}
-	id := o.bid(idx)
-	if c.files[id] != nil {
+	if c.openLocked(o, idx) {
 		return nil, true, nil
 	}
-	if fl := c.inflight[id]; fl != nil {
+	if fl := c.inflight[o.bid(idx)]; fl != nil {
 		j := fl.job
 		j.owner = nil
 		if j.el != nil && p < j.prio {
@@ -122,11 +131,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 		return fl, false, nil
 	}
 	k := idx + 1
-	for k < end && k-idx < c.partBlocks {
-		kid := o.bid(k)
-		if c.files[kid] != nil || c.inflight[kid] != nil {
-			break
-		}
+	for k < end && k-idx < c.partBlocks && !c.knownLocked(o, k) {
 		k++
 	}
 	return c.newJobLocked(o, idx, k, p, nil).flights[0], false, nil
@@ -148,57 +153,34 @@ func (c *Cache) dropQueued(r *Reader) {
 	}
 }
 
-// completeLocked finishes the flight of block idx of job j: bf (the fetched
-// block, refs 0) is published, or err handed to the waiters. c.mu must be
-// held.
-func (c *Cache) completeLocked(j *job, idx int64, bf *blockFile, err error) []*os.File {
+// completeLocked finishes the flight of block idx of job j (the block is
+// in its segment by now, unless err says why not). c.mu must be held.
+func (c *Cache) completeLocked(j *job, idx int64, err error) {
 	fl := j.flights[idx-j.start]
 	if fl == nil {
-		return nil
+		return
 	}
 	j.flights[idx-j.start] = nil
-	id := j.o.bid(idx)
-	var toClose []*os.File
-	if bf != nil {
-		if c.closed {
-			toClose = append(toClose, bf.f)
-		} else {
-			if old := c.files[id]; old != nil && old.refs == 0 {
-				if old.idleEl != nil {
-					c.idle.Remove(old.idleEl)
-					old.idleEl = nil
-				}
-				toClose = append(toClose, old.f)
-			}
-			bf.ent = c.indexAddLocked(id, bf.n+trailerLen(bf.n, bf.chunk), true)
-			c.files[id] = bf
-			toClose = c.idleLocked(bf, toClose)
-		}
-	}
-	if c.inflight[id] == fl {
+	if id := j.o.bid(idx); c.inflight[id] == fl {
 		delete(c.inflight, id)
 	}
 	fl.err = err
 	close(fl.done)
-	return toClose
 }
 
 // failLocked completes the flights of blocks [from, j.end) with err. c.mu
 // must be held.
 func (c *Cache) failLocked(j *job, from int64, err error) {
 	for idx := from; idx < j.end; idx++ {
-		c.completeLocked(j, idx, nil, err)
+		c.completeLocked(j, idx, err)
 	}
 }
 
 // complete is completeLocked for callers without the lock.
-func (c *Cache) complete(j *job, idx int64, bf *blockFile, err error) {
+func (c *Cache) complete(j *job, idx int64, err error) {
 	c.mu.Lock()
-	toClose := c.completeLocked(j, idx, bf, err)
+	c.completeLocked(j, idx, err)
 	c.mu.Unlock()
-	for _, f := range toClose {
-		f.Close()
-	}
 }
 
 // worker runs queued fetches until Close. It owns one bufSize buffer.
@@ -234,42 +216,58 @@ func (c *Cache) worker() {
 	}
 }
 
-// run fetches the blocks of j with one ranged GET, streaming each block to
-// its file and publishing it as soon as it is complete.
+// run fetches the missing blocks of j, one ranged GET per run of missing
+// blocks, streaming each block into its segment file and completing its
+// flight as soon as it is there.
 func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 	o := j.o
-	// Blocks another process (or the startup scan) put on disk meanwhile.
-	for j.first < j.end && c.onDisk(o, j.first) {
-		c.complete(j, j.first, nil, nil)
-		j.first++
-	}
-	for j.end > j.first && c.onDisk(o, j.end-1) {
-		c.complete(j, j.end-1, nil, nil)
-		j.end--
-	}
-	if j.first == j.end {
-		return
-	}
-	off := j.first * o.bs
-	length := min(j.end*o.bs, o.ref.Size) - off
-	c.st.fetches.Add(1)
-	c.st.getsInFlight.Add(1)
-	defer c.st.getsInFlight.Add(-1)
 	c.mu.Lock()
 	ahead := j.prio != prioDemand
 	c.mu.Unlock()
-	err := c.get(j, off, length, ahead, buf, crc)
-	if err != nil {
-		if !errors.Is(err, objstore.ErrPrecondition) && !errors.Is(err, ErrClosed) && c.ctx.Err() == nil {
-			c.log.Warn("block cache: fetch failed", "key", o.ref.Key, "off", off, "len", length, "err", err)
+	for j.first < j.end {
+		// Blocks another process (or an earlier run) put on disk meanwhile.
+		if c.present(o, j.first) {
+			c.complete(j, j.first, nil)
+			j.first++
+			continue
 		}
-		c.mu.Lock()
-		c.failLocked(j, j.first, err)
-		c.mu.Unlock()
+		end := j.first + 1
+		for end < j.end && !c.present(o, end) {
+			end++
+		}
+		off := j.first * o.bs
+		length := min(end*o.bs, o.ref.Size) - off
+		c.st.fetches.Add(1)
+		c.st.getsInFlight.Add(1)
+		err := c.get(j, end, off, length, ahead, buf, crc)
+		c.st.getsInFlight.Add(-1)
+		if err != nil {
+			if !errors.Is(err, objstore.ErrPrecondition) && !errors.Is(err, ErrClosed) {
+				c.log.Warn("block cache: fetch failed", "key", o.ref.Key, "off", off, "len", length, "err", err)
+			}
+			c.mu.Lock()
+			c.failLocked(j, j.first, err)
+			c.mu.Unlock()
+			return
+		}
 	}
 }
 
-func (c *Cache) get(j *job, off, length int64, ahead bool, buf []byte, crc *chunkCRC) error {
+// present reports whether block idx of o is in its segment file, looking
+// at the disk when the open segment does not know it.
+func (c *Cache) present(o *object, idx int64) bool {
+	sf, _ := c.openSeg(o, idx/o.segBlocks, false)
+	if sf == nil {
+		return false
+	}
+	ok := sf.load(c, idx%o.segBlocks)
+	c.release(sf)
+	return ok
+}
+
+// get fetches blocks [j.first, end) with one ranged GET of [off,
+// off+length), advancing j.first as each block lands.
+func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc *chunkCRC) error {
 	o := j.o
 	rd, err := o.ref.Store.NewReader(c.ctx, o.ref.Key, off, length, objstore.ReadOptions{IfVersion: o.ref.Version})
 	if err != nil {
@@ -279,18 +277,49 @@ func (c *Cache) get(j *job, off, length int64, ahead bool, buf []byte, crc *chun
 	if v := rd.Info().Version; v != "" && o.ref.Version != "" && v != o.ref.Version {
 		return fmt.Errorf("block: %s changed (version %q, want %q): %w", o.ref.Key, v, o.ref.Version, objstore.ErrPrecondition)
 	}
-	for j.first < j.end {
-		bf, err := c.fetchBlock(o, j.first, rd, buf, crc)
+	var sf *segFile
+	defer func() {
+		if sf != nil {
+			c.release(sf)
+		}
+	}()
+	for ; j.first < end; j.first++ {
+		seg := j.first / o.segBlocks
+		if sf == nil || sf.id.seg != seg || c.unmapped(sf) {
+			if sf != nil {
+				c.release(sf)
+				sf = nil
+			}
+			if sf, err = c.openSeg(o, seg, true); err != nil {
+				return c.fetchErr(o, off, length, fmt.Errorf("cache file: %w", err))
+			}
+		}
+		n, err := c.fetchBlock(sf, j.first, rd, buf, crc)
 		if err != nil {
 			return c.fetchErr(o, off, length, err)
 		}
 		if ahead {
-			c.st.prefetched.Add(bf.n)
+			c.st.prefetched.Add(n)
 		}
-		c.complete(j, j.first, bf, nil)
-		j.first++
+		c.complete(j, j.first, nil)
 	}
 	return nil
+}
+
+// grow accounts n more allocated bytes in sf's segment.
+func (c *Cache) grow(sf *segFile, n int64) {
+	c.mu.Lock()
+	if sf.ent != nil && c.index[sf.id] == sf.ent {
+		c.growLocked(sf.ent, n)
+	}
+	c.mu.Unlock()
+}
+
+// unmapped reports whether sf was evicted (or closed) since it was opened.
+func (c *Cache) unmapped(sf *segFile) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.files[sf.id] != sf
 }
 
 func (c *Cache) fetchErr(o *object, off, length int64, err error) error {
@@ -300,56 +329,51 @@ func (c *Cache) fetchErr(o *object, off, length int64, err error) error {
 	return fmt.Errorf("block: read %s [%d, %d): %w", o.ref.Key, off, off+length, err)
 }
 
-// fetchBlock streams block idx of o from rd into a temporary file, renames
-// it into place and returns it open, all chunks verified.
-func (c *Cache) fetchBlock(o *object, idx int64, rd io.Reader, buf []byte, crc *chunkCRC) (*blockFile, error) {
-	f, err := os.CreateTemp(o.dir, tmpPrefix+"*")
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(o.dir, 0o700); err == nil {
-			f, err = os.CreateTemp(o.dir, tmpPrefix+"*")
+// fetchBlock streams block idx from rd into its slot of sf, then writes
+// its record and publishes it, all chunks verified. It returns the block's
+// length.
+func (c *Cache) fetchBlock(sf *segFile, idx int64, rd io.Reader, buf []byte, crc *chunkCRC) (int64, error) {
+	o := sf.o
+	if !sf.hdrOK.Load() {
+		if _, err := sf.f.WriteAt(o.segHeader(sf.id.seg), 0); err != nil {
+			c.kickEvictor()
+			return 0, fmt.Errorf("cache file: %w", err)
+		}
+		if !sf.hdrOK.Swap(true) {
+			c.grow(sf, o.hdrLen)
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("cache file: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
+	b := idx % o.segBlocks
 	n := o.blockLen(idx)
+	base := o.dataOff(b)
 	crc.reset(o.chunk)
 	for done := int64(0); done < n; {
 		k := min(n-done, int64(len(buf)))
 		m, err := io.ReadFull(rd, buf[:k])
 		c.st.fetched.Add(int64(m))
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, errShortBody
+			return 0, errShortBody
 		}
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		crc.write(buf[:k])
-		if _, err := f.Write(buf[:k]); err != nil {
+		if _, err := sf.f.WriteAt(buf[:k], base+done); err != nil {
 			c.kickEvictor()
-			return nil, fmt.Errorf("cache file: %w", err)
+			return 0, fmt.Errorf("cache file: %w", err)
 		}
 		done += k
 	}
 	sums := crc.sums()
-	var tb [trailerHead + 4*maxChunks + 4]byte
-	if _, err := f.Write(appendTrailer(tb[:0], o.bid(idx), n, o.chunk, sums)); err != nil {
+	if _, err := sf.f.WriteAt(o.record(sf.id.seg, b, n, sums), o.recOff(b)); err != nil {
 		c.kickEvictor()
-		return nil, fmt.Errorf("cache file: %w", err)
+		return 0, fmt.Errorf("cache file: %w", err)
 	}
-	path := o.path(idx)
-	if err := os.Rename(f.Name(), path); err != nil {
-		return nil, fmt.Errorf("cache file: %w", err)
+	m := &blockMeta{crcs: append([]uint32(nil), sums...)}
+	m.verified.Store(allChunks(n, o.chunk))
+	if sf.blocks[b].Swap(m) == nil {
+		c.grow(sf, n)
 	}
-	ok = true
-	bf := &blockFile{id: o.bid(idx), path: path, f: f, n: n, chunk: o.chunk, crcs: append([]uint32(nil), sums...)}
-	bf.verified.Store(allChunks(n, o.chunk))
-	return bf, nil
+	sf.touch()
+	return n, nil
 }

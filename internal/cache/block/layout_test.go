@@ -46,42 +46,48 @@ func TestChunkCRC(t *testing.T) {
 	}
 }
 
-func TestTrailer(t *testing.T) {
-	id := blockID{obj: objID{1, 2, 3}, idx: 7}
-	const n, chunk = 150_000, 64 << 10
-	crcs := []uint32{1, 2, 3}
-	tr := appendTrailer(nil, id, n, chunk, crcs)
-	if int64(len(tr)) != trailerLen(n, chunk) {
-		t.Fatalf("trailer is %d bytes, trailerLen says %d", len(tr), trailerLen(n, chunk))
+func TestSegmentRecords(t *testing.T) {
+	ref := Ref{StoreID: "s3/b", Key: "k", Version: "v", Size: 10<<20 + 5}
+	o := newObject("/c", 1<<20, 4, ref)
+	if o.hdrLen%pageSize != 0 || o.hdrLen < segHeadLen+4*o.recLen {
+		t.Fatalf("header length %d", o.hdrLen)
 	}
-	got, err := parseTrailer(tr, id, n, chunk)
-	if err != nil || len(got) != 3 || got[2] != 3 {
-		t.Fatalf("parseTrailer = %v, %v", got, err)
+	if h := o.segHeader(2); len(h) != segHeadLen {
+		t.Fatalf("header is %d bytes", len(h))
 	}
-	other := id
-	other.idx = 8
-	bad := append([]byte(nil), tr...)
-	bad[30] ^= 1
+	crcs := make([]uint32, 16)
+	for i := range crcs {
+		crcs[i] = uint32(i * 77)
+	}
+	rec := o.record(1, 3, 1<<20, crcs)
+	got, ok, bad := o.parseRecord(rec, 1, 3, 1<<20)
+	if !ok || bad || len(got) != 16 || got[5] != crcs[5] {
+		t.Fatalf("parseRecord = %v, %v, %v", got, ok, bad)
+	}
+	flipped := append([]byte(nil), rec...)
+	flipped[20] ^= 1
 	tests := []struct {
-		name string
-		tr   []byte
-		id   blockID
-		n    int64
+		name      string
+		rec       []byte
+		seg, b, n int64
+		bad       bool
 	}{
-		{name: "other block", tr: tr, id: other, n: n},
-		{name: "other length", tr: tr, id: id, n: n - 1},
-		{name: "flipped bit", tr: bad, id: id, n: n},
-		{name: "short", tr: tr[:len(tr)-1], id: id, n: n},
+		{name: "absent", rec: make([]byte, o.recLen), seg: 1, b: 3, n: 1 << 20},
+		{name: "other slot", rec: rec, seg: 1, b: 2, n: 1 << 20, bad: true},
+		{name: "other segment", rec: rec, seg: 2, b: 3, n: 1 << 20, bad: true},
+		{name: "other length", rec: rec, seg: 1, b: 3, n: 5, bad: true},
+		{name: "flipped bit", rec: flipped, seg: 1, b: 3, n: 1 << 20, bad: true},
+		{name: "short", rec: rec[:10], seg: 1, b: 3, n: 1 << 20, bad: true},
 	}
 	for _, tt := range tests {
-		if _, err := parseTrailer(tt.tr, tt.id, tt.n, chunk); err != errCorrupt {
-			t.Errorf("%s: err = %v, want errCorrupt", tt.name, err)
+		if _, ok, bad := o.parseRecord(tt.rec, tt.seg, tt.b, tt.n); ok || bad != tt.bad {
+			t.Errorf("%s: ok %v bad %v, want bad %v", tt.name, ok, bad, tt.bad)
 		}
 	}
 }
 
-func TestParseBlockPath(t *testing.T) {
-	o := newObject("/c", 1<<20, Ref{StoreID: "s3/b", Key: "k", Version: "v", Size: 10})
+func TestParseSegPath(t *testing.T) {
+	o := newObject("/c", 1<<20, 16, Ref{StoreID: "s3/b", Key: "k", Version: "v", Size: 10})
 	hx := hexID(o.id)
 	tests := []struct {
 		obj, name string
@@ -96,15 +102,22 @@ func TestParseBlockPath(t *testing.T) {
 		{obj: "zz" + hx[2:], name: "1"},
 	}
 	for _, tt := range tests {
-		id, ok := parseBlockPath(tt.obj, tt.name)
+		id, ok := parseSegPath(tt.obj, tt.name)
 		if ok != tt.ok || ok && id.obj != o.id {
-			t.Errorf("parseBlockPath(%q, %q) = %v, %v", tt.obj, tt.name, id, ok)
+			t.Errorf("parseSegPath(%q, %q) = %v, %v", tt.obj, tt.name, id, ok)
 		}
 	}
-	if a, b := newObject("/c", 1<<20, Ref{Key: "k", Version: "v1"}), newObject("/c", 1<<20, Ref{Key: "k", Version: "v2"}); a.id == b.id {
-		t.Error("two versions share an object id")
-	}
-	if a, b := newObject("/c", 1<<20, Ref{Key: "k"}), newObject("/c", 2<<20, Ref{Key: "k"}); a.id == b.id {
-		t.Error("two block sizes share an object id")
+	ids := map[objID]string{}
+	for name, ob := range map[string]*object{
+		"v1":        newObject("/c", 1<<20, 16, Ref{Key: "k", Version: "v1"}),
+		"v2":        newObject("/c", 1<<20, 16, Ref{Key: "k", Version: "v2"}),
+		"2MiB":      newObject("/c", 2<<20, 16, Ref{Key: "k", Version: "v1"}),
+		"8 per seg": newObject("/c", 1<<20, 8, Ref{Key: "k", Version: "v1"}),
+		"size":      newObject("/c", 1<<20, 16, Ref{Key: "k", Version: "v1", Size: 1}),
+	} {
+		if other, dup := ids[ob.id]; dup {
+			t.Errorf("%s and %s share an object id", name, other)
+		}
+		ids[ob.id] = name
 	}
 }

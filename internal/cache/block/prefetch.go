@@ -48,7 +48,7 @@ func (c *Cache) startFill(o *object) {
 // blocks queued ahead of the one it waits for. It uses a Reader of its own
 // as the owner of its queued fetches, so they are dropped when it returns.
 func (c *Cache) warm(ctx context.Context, o *object, p prio, ahead int64, progress func(int64)) error {
-	r := &Reader{c: c, o: o, held: map[int64]*heldBlock{}}
+	r := &Reader{c: c, o: o, held: map[int64]*heldSeg{}}
 	c.st.readers.Add(1)
 	defer r.Close()
 	var done, queued int64
@@ -77,14 +77,7 @@ func (c *Cache) warm(ctx context.Context, o *object, p prio, ahead int64, progre
 func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio) error {
 	attempts := 0
 	for range maxRounds {
-		id := o.bid(idx)
-		c.mu.Lock()
-		closed, open := c.closed, c.files[id] != nil
-		c.mu.Unlock()
-		if closed {
-			return ErrClosed
-		}
-		if open || c.onDisk(o, idx) {
+		if c.present(o, idx) {
 			return nil
 		}
 		fl, present, err := c.ensureFlight(o, idx, idx+1, p)

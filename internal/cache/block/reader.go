@@ -12,15 +12,16 @@ import (
 )
 
 const (
-	// maxHeld bounds the block files one Reader keeps referenced (and so
+	// maxHeld bounds the segment files one Reader keeps referenced (and so
 	// open). A file returned by CachedFile stays valid until maxHeld other
-	// blocks have been touched through the same Reader, or Close.
-	maxHeld = 64
+	// segments have been touched through the same Reader, or Close.
+	maxHeld = 16
 	// maxAttempts bounds fetches of one block for one read when they fail
-	// with transient errors (the store's retry decorator retries each).
+	// with transient errors (the store's retry decorator retries each), and
+	// refetches of a block found corrupt.
 	maxAttempts = 2
-	// maxRounds bounds the wait/acquire rounds of one block (dropped
-	// readahead, evicted before use, corrupt copies).
+	// maxRounds bounds the wait/open rounds of one block (dropped
+	// readahead, evicted before use).
 	maxRounds = 16
 )
 
@@ -31,21 +32,21 @@ type Reader struct {
 	c *Cache
 	o *object
 
-	// mu guards the fields below. Never held while taking Cache.mu for
-	// long or doing I/O.
+	// mu guards the fields below. Never held during I/O or while taking
+	// Cache.mu.
 	mu     sync.Mutex
 	det    detector
-	held   map[int64]*heldBlock // referenced blocks by index
-	order  []int64              // indexes in held, oldest first
+	held   map[int64]*heldSeg // referenced segments by number
+	order  []int64            // segment numbers in held, oldest first
 	closed bool
 }
 
-// heldBlock is a block a Reader references. pins counts reads using it
-// right now; a pinned block is not released to make room.
-type heldBlock struct {
-	bf   *blockFile
+// heldSeg is a segment a Reader references. pins counts reads using it
+// right now; a pinned segment is not released to make room.
+type heldSeg struct {
+	sf   *segFile
 	pins int
-	gone bool // no longer in held; the last unpin releases bf
+	gone bool // no longer in held; the last unpin releases sf
 }
 
 // ReadAt reads len(p) bytes at off with io.ReaderAt semantics: it returns
@@ -100,19 +101,20 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		if err != nil {
 			return done, waited, err
 		}
-		err = h.bf.readAt(r.c, p[done:done+m], bo)
+		b := idx % o.segBlocks
+		err = h.sf.read(r.c, b, p[done:done+m], bo)
+		if err == nil {
+			h.sf.touch()
+		}
+		r.unpin(h)
 		if err != nil {
-			r.unpin(h)
 			if errors.Is(err, errCorrupt) && corrupt < maxAttempts {
 				corrupt++
-				r.c.drop(h.bf)
-				r.unhold(idx, h)
+				r.c.drop(h.sf, b)
 				continue
 			}
 			return done, waited, fmt.Errorf("block: cache read %s: %w", o.ref.Key, err)
 		}
-		h.bf.touch()
-		r.unpin(h)
 		if w {
 			r.c.st.bytesNet.Add(int64(m))
 		} else {
@@ -124,22 +126,35 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 	return done, waited, nil
 }
 
-// block returns block idx, held and pinned by r (the caller unpins it),
-// fetching it (with the missing blocks after it, up to end) when it is not
-// cached. waited reports a fetch.
-func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldBlock, waited bool, err error) {
-	if h, err := r.pinHeld(idx); h != nil || err != nil {
-		return h, false, err
-	}
+// block returns the segment holding block idx, held and pinned by r (the
+// caller unpins it), fetching the block (with the missing blocks after it,
+// up to end) when it is not cached. waited reports a fetch.
+func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldSeg, waited bool, err error) {
+	seg, b := idx/r.o.segBlocks, idx%r.o.segBlocks
 	attempts := 0
 	for range maxRounds {
-		bf, err := r.c.acquire(r.o, idx)
+		h, err := r.pin(seg)
 		if err != nil {
 			return nil, waited, err
 		}
-		if bf != nil {
-			h, err := r.hold(idx, bf)
+		if h != nil && h.sf.load(r.c, b) {
+			return h, waited, nil
+		}
+		if h != nil {
+			r.unpin(h)
+		}
+		// Not in the segment we hold: it may be in a newer file (ours was
+		// evicted), or not cached.
+		sf, err := r.c.openSeg(r.o, seg, false)
+		if err != nil {
+			return nil, waited, err
+		}
+		if sf != nil && sf.load(r.c, b) {
+			h, err := r.hold(seg, sf)
 			return h, waited, err
+		}
+		if sf != nil {
+			r.c.release(sf)
 		}
 		fl, present, err := r.c.ensureFlight(r.o, idx, end, prioDemand)
 		if err != nil {
@@ -176,39 +191,48 @@ func final(err error) bool {
 	return false
 }
 
-// pinHeld pins block idx if r holds it (nil otherwise).
-func (r *Reader) pinHeld(idx int64) (*heldBlock, error) {
+// pin pins segment seg if r holds it (nil otherwise).
+func (r *Reader) pin(seg int64) (*heldSeg, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, ErrClosed
 	}
-	h := r.held[idx]
+	h := r.held[seg]
 	if h != nil {
 		h.pins++
 	}
 	return h, nil
 }
 
-// hold records that r references bf (a reference from acquire) as block
-// idx and returns it pinned, releasing the oldest unpinned blocks beyond
-// maxHeld. If a concurrent read already holds idx, that copy is returned
-// and bf released. On a closed Reader it releases bf and fails.
-func (r *Reader) hold(idx int64, bf *blockFile) (*heldBlock, error) {
-	var rel []*blockFile
+// hold records that r references sf (a reference from openSeg) as segment
+// seg and returns it pinned. A copy held before is replaced (it was
+// evicted; its last unpin releases it). The oldest unpinned segments
+// beyond maxHeld are released. On a closed Reader it releases sf and
+// fails.
+func (r *Reader) hold(seg int64, sf *segFile) (*heldSeg, error) {
+	var rel []*segFile
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		r.c.release(bf)
+		r.c.release(sf)
 		return nil, ErrClosed
 	}
-	h := r.held[idx]
-	if h != nil {
-		rel = append(rel, bf)
-	} else {
-		h = &heldBlock{bf: bf}
-		r.held[idx] = h
-		r.order = append(r.order, idx)
+	h := r.held[seg]
+	switch {
+	case h != nil && h.sf == sf:
+		rel = append(rel, sf) // a concurrent read took it first: drop our extra reference
+	default:
+		if h != nil {
+			h.gone = true
+			if h.pins == 0 {
+				rel = append(rel, h.sf)
+			}
+		} else {
+			r.order = append(r.order, seg)
+		}
+		h = &heldSeg{sf: sf}
+		r.held[seg] = h
 		for i := 0; len(r.held) > maxHeld && i < len(r.order); {
 			old := r.order[i]
 			oh := r.held[old]
@@ -219,44 +243,27 @@ func (r *Reader) hold(idx int64, bf *blockFile) (*heldBlock, error) {
 			r.order = append(r.order[:i], r.order[i+1:]...)
 			if oh != nil {
 				delete(r.held, old)
-				rel = append(rel, oh.bf)
+				rel = append(rel, oh.sf)
 			}
 		}
 	}
 	h.pins++
 	r.mu.Unlock()
-	for _, b := range rel {
-		r.c.release(b)
+	for _, sf := range rel {
+		r.c.release(sf)
 	}
 	return h, nil
 }
 
-// unpin ends a read's use of h; the last unpin of an unheld block releases
-// it.
-func (r *Reader) unpin(h *heldBlock) {
+// unpin ends a read's use of h; the last unpin of a replaced segment
+// releases it.
+func (r *Reader) unpin(h *heldSeg) {
 	r.mu.Lock()
 	h.pins--
 	rel := h.pins == 0 && h.gone
 	r.mu.Unlock()
 	if rel {
-		r.c.release(h.bf)
-	}
-}
-
-// unhold stops holding h as block idx (found corrupt); its reference is
-// released now or by the last unpin.
-func (r *Reader) unhold(idx int64, h *heldBlock) {
-	r.mu.Lock()
-	if r.held[idx] != h || h.gone {
-		r.mu.Unlock()
-		return
-	}
-	delete(r.held, idx)
-	h.gone = true
-	rel := h.pins == 0
-	r.mu.Unlock()
-	if rel {
-		r.c.release(h.bf)
+		r.c.release(h.sf)
 	}
 }
 
@@ -284,57 +291,65 @@ func (r *Reader) observe(off, n int64) error {
 	return nil
 }
 
-// CachedFile returns an open block file and the offset in it that hold the
+// CachedFile returns an open cache file and the offset in it that hold the
 // object's bytes [off, off+n) (n clipped at the end of the object) when
-// they are all in one cached block, checksums verified, so the FUSE layer
-// can hand the kernel a file descriptor (splice) instead of copying. ok is
-// false when the range is not cached or spans two blocks; the caller then
-// uses ReadAt. The file stays open until maxHeld (64) other blocks have
-// been touched through r, or r is closed; the caller must not close it.
-// A hit counts as a read for readahead.
+// they are all cached in one segment file, checksums verified, so the FUSE
+// layer can hand the kernel a file descriptor (splice) instead of copying.
+// ok is false when some of the range is not cached or it spans two
+// segments (16 MiB by default); the caller then uses ReadAt. The file stays
+// open until maxHeld (16) other segments have been touched through r, or r
+// is closed; the caller must not close it. A hit counts as a read for
+// readahead.
 func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	o := r.o
 	if n <= 0 || off < 0 || off >= o.ref.Size {
 		return nil, 0, false
 	}
 	n = min(n, o.ref.Size-off)
-	idx := off / o.bs
-	bo := off - idx*o.bs
-	if bo+n > o.blockLen(idx) {
+	segBytes := o.segBlocks * o.bs
+	seg := off / segBytes
+	if (off+n-1)/segBytes != seg {
 		return nil, 0, false
 	}
-	h, err := r.pinHeld(idx)
+	h, err := r.pin(seg)
 	if err != nil {
 		return nil, 0, false
 	}
 	if h == nil {
-		bf, err := r.c.acquire(o, idx)
-		if err != nil || bf == nil {
+		sf, _ := r.c.openSeg(o, seg, false)
+		if sf == nil {
 			return nil, 0, false
 		}
-		if h, err = r.hold(idx, bf); err != nil {
+		if h, err = r.hold(seg, sf); err != nil {
 			return nil, 0, false
 		}
 	}
 	defer r.unpin(h)
-	bf := h.bf
-	if err := bf.check(r.c, nil, bo, n); err != nil {
-		if errors.Is(err, errCorrupt) {
-			r.c.drop(bf)
-			r.unhold(idx, h)
+	sf := h.sf
+	for idx := off / o.bs; idx*o.bs < off+n; idx++ {
+		b := idx % o.segBlocks
+		if !sf.load(r.c, b) {
+			return nil, 0, false
 		}
-		return nil, 0, false
+		lo := max(off, idx*o.bs) - idx*o.bs
+		hi := min(off+n, idx*o.bs+o.blockLen(idx)) - idx*o.bs
+		if err := sf.check(r.c, b, nil, lo, hi-lo); err != nil {
+			if errors.Is(err, errCorrupt) {
+				r.c.drop(sf, b)
+			}
+			return nil, 0, false
+		}
 	}
 	if r.observe(off, n) != nil {
 		return nil, 0, false
 	}
-	bf.touch()
+	sf.touch()
 	r.c.st.hits.Add(1)
 	r.c.st.bytesCache.Add(n)
-	return bf.f, bo, true
+	return sf.f, o.hdrLen + off - seg*segBytes, true
 }
 
-// Close releases the Reader's blocks and drops its queued readahead. It
+// Close releases the Reader's segments and drops its queued readahead. It
 // always returns nil; ReadAt after Close returns ErrClosed.
 func (r *Reader) Close() error {
 	r.mu.Lock()
@@ -343,12 +358,12 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
-	var rel []*blockFile
+	var rel []*segFile
 	for _, h := range r.held {
 		if h.pins > 0 {
 			h.gone = true // the last unpin releases it
 		} else {
-			rel = append(rel, h.bf)
+			rel = append(rel, h.sf)
 		}
 	}
 	r.held = nil
@@ -358,8 +373,8 @@ func (r *Reader) Close() error {
 	r.mu.Unlock()
 	r.c.st.readers.Add(-1)
 	r.c.dropQueued(r)
-	for _, bf := range rel {
-		r.c.release(bf)
+	for _, sf := range rel {
+		r.c.release(sf)
 	}
 	return nil
 }

@@ -372,3 +372,25 @@ func TestPermissions(t *testing.T) {
 		return nil
 	})
 }
+
+func TestReadaheadWindowsStayWithinCache(t *testing.T) {
+	const max = 16 << 20
+	f := newFixture(t, 24<<20, Config{BlockSize: 256 << 10, MaxBytes: max})
+	var readers []*Reader
+	for range 4 {
+		r := f.cache.Open(f.ref)
+		defer r.Close()
+		readers = append(readers, r)
+	}
+	buf := make([]byte, 128<<10)
+	for off := int64(0); off < 8<<20; off += int64(len(buf)) {
+		for _, r := range readers {
+			if _, err := r.ReadAt(context.Background(), buf, off); err != nil || !bytes.Equal(buf, f.data[off:off+int64(len(buf))]) {
+				t.Fatalf("read at %d: %v", off, err)
+			}
+		}
+		if w := f.cache.Stats().ReadaheadWindow; w > max/4 || w == 0 {
+			t.Fatalf("readahead windows sum to %d, cache %d", w, max)
+		}
+	}
+}

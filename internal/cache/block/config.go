@@ -53,8 +53,8 @@ type Config struct {
 	// together; default 32.
 	MaxConcurrency int
 	// ReadaheadMax is the largest readahead window of one Reader; default
-	// 128 MiB, and never more than MaxBytes/4. Readahead lands on disk, not
-	// in RAM.
+	// 128 MiB. The open Readers' windows together stay within MaxBytes/4.
+	// Readahead lands on disk, not in RAM.
 	ReadaheadMax int64
 	// MemoryBudget bounds the bytes of fetch buffers in RAM, all fetches
 	// together; default 256 MiB. Each running GET holds one 256 KiB buffer

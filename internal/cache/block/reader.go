@@ -276,7 +276,11 @@ func (r *Reader) observe(off, n int64) error {
 		return ErrClosed
 	}
 	before := r.det.window
-	plan := r.det.observe(off, n, raParams{bs: r.o.bs, nblocks: r.o.nblocks, maxWindow: c.cfg.ReadaheadMax, partBlocks: c.partBlocks})
+	// Readahead lands in the cache: all windows together stay within a
+	// quarter of it, so a crowd of readers does not evict what it fetched
+	// before reading it.
+	maxWindow := min(c.cfg.ReadaheadMax, max(2*r.o.bs, c.cfg.MaxBytes/4/max(1, c.st.readers.Load())))
+	plan := r.det.observe(off, n, raParams{bs: r.o.bs, nblocks: r.o.nblocks, maxWindow: maxWindow, partBlocks: c.partBlocks})
 	c.st.windowSum.Add(r.det.window - before)
 	r.mu.Unlock()
 	if plan.collapsed {

@@ -51,8 +51,13 @@ func TestKillAndRestart(t *testing.T) {
 	cmd := exec.Command(ferryBin, "run", "--mount-point", e.mnt, "--cache-dir", e.cache, "--",
 		"sh", "-c", "mkdir -p "+e.path("d")+" && cp "+src+" "+e.path("k9.bin")+" && cp "+smallSrc+" "+e.path("d/small.bin")+" && touch "+sig+"/closed && sleep 600")
 	cmd.Env = append(e.srv.Env(), "AWS_S3_ENDPOINT="+p.Endpoint)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	// A file, not a pipe: Wait must not wait for the task's orphans.
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -73,7 +78,8 @@ func TestKillAndRestart(t *testing.T) {
 	for key, want := range map[string][]byte{"k9.bin": data, "d/small.bin": small} {
 		got, err := e.get(key)
 		if err != nil {
-			t.Fatalf("%s never landed after restart: %v\nfirst run:\n%s\nrestart:\n%s", key, err, stderr.String(), r.stderr)
+			first, _ := os.ReadFile(stderr.Name())
+			t.Fatalf("%s never landed after restart: %v\nfirst run:\n%s\nrestart:\n%s", key, err, first, r.stderr)
 		}
 		if sha(got) != sha(want) {
 			t.Fatalf("%s differs after restart", key)

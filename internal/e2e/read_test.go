@@ -139,7 +139,7 @@ func TestDeadEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.extra = []string{fmt.Sprintf("AWS_S3_ENDPOINT=http://127.0.0.1:%d", port), "FERRY_MAX_RETRIES=2", "FERRY_REQUEST_TIMEOUT=5s"}
-	r := e.run(fmt.Sprintf("cat %s; echo rc=$?", e.path("k/o1")))
+	r := e.run(fmt.Sprintf("cat %s 2>&1; echo rc=$?", e.path("k/o1")))
 	if strings.Contains(r.stdout, "No such file") {
 		t.Fatalf("dead endpoint reported as ENOENT:\n%s", r.stdout)
 	}

@@ -108,7 +108,8 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 	if opts.Stderr != nil {
 		cmd.Stderr = opts.Stderr
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The task cannot go on without its mount: if ferry dies, so does it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// With a tee the task's outputs are pipes: a background process that
 	// keeps them open must not block Wait forever.
 	cmd.WaitDelay = 10 * time.Second

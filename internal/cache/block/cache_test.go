@@ -276,38 +276,6 @@ func TestMemoryBudget(t *testing.T) {
 	}
 }
 
-func TestSecondCacheOnSameDirHits(t *testing.T) {
-	f := newFixture(t, 5<<20+3, Config{BlockSize: 1 << 20})
-	r := f.cache.Open(f.ref)
-	f.readAll(r, 1<<20, f.data)
-	r.Close()
-
-	// A second process while the first is still running, then after it exits.
-	for _, closeFirst := range []bool{false, true} {
-		if closeFirst {
-			f.cache.Close()
-		}
-		c2 := f.open(Config{Dir: f.cache.cfg.Dir, BlockSize: 1 << 20})
-		f.store.reset()
-		r2 := c2.Open(f.ref)
-		f.readAll(r2, 128<<10, f.data)
-		if got := c2.Cached(f.ref); got != f.ref.Size {
-			t.Fatalf("Cached = %d, want %d", got, f.ref.Size)
-		}
-		if err := c2.Prefetch(context.Background(), f.ref, nil); err != nil {
-			t.Fatal(err)
-		}
-		r2.Close()
-		if reads, _, _ := f.store.stats(); reads != 0 {
-			t.Fatalf("second cache issued %d GETs", reads)
-		}
-		if st := c2.Stats(); st.Misses != 0 || st.Hits == 0 {
-			t.Fatalf("stats %+v", st)
-		}
-		c2.Close()
-	}
-}
-
 func TestPrefetch(t *testing.T) {
 	const size = 10<<20 + 17
 	f := newFixture(t, size, Config{BlockSize: 1 << 20, PartSize: 2 << 20})

@@ -1,0 +1,93 @@
+package block
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+	"testing"
+)
+
+func TestSecondCacheOnSameDirHits(t *testing.T) {
+	f := newFixture(t, 5<<20+3, Config{BlockSize: 1 << 20})
+	r := f.cache.Open(f.ref)
+	f.readAll(r, 1<<20, f.data)
+	r.Close()
+
+	// A second process while the first is still running, then after it exits.
+	for _, closeFirst := range []bool{false, true} {
+		if closeFirst {
+			f.cache.Close()
+		}
+		c2 := f.open(Config{Dir: f.cache.cfg.Dir, BlockSize: 1 << 20})
+		f.store.reset()
+		r2 := c2.Open(f.ref)
+		f.readAll(r2, 128<<10, f.data)
+		if got := c2.Cached(f.ref); got != f.ref.Size {
+			t.Fatalf("Cached = %d, want %d", got, f.ref.Size)
+		}
+		if err := c2.Prefetch(context.Background(), f.ref, nil); err != nil {
+			t.Fatal(err)
+		}
+		r2.Close()
+		if reads, _, _ := f.store.stats(); reads != 0 {
+			t.Fatalf("second cache issued %d GETs", reads)
+		}
+		if st := c2.Stats(); st.Misses != 0 || st.Hits == 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		c2.Close()
+	}
+}
+
+// TestTwoProcessesShareSegments has two caches on one directory fetch the
+// same object at the same time (so both write into the same segment files).
+func TestTwoProcessesShareSegments(t *testing.T) {
+	cfg := Config{BlockSize: 64 << 10, SegmentSize: 512 << 10, PartSize: 128 << 10}
+	f := newFixture(t, 5<<20+999, cfg)
+	cfg.Dir = f.cache.cfg.Dir
+	caches := []*Cache{f.cache, f.open(cfg)}
+	var wg sync.WaitGroup
+	for i, c := range caches {
+		for g := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := c.Open(f.ref)
+				defer r.Close()
+				buf := make([]byte, 20_000)
+				for k := range 200 {
+					off := int64((k*7919 + g*104729 + i*50000) % len(f.data))
+					if g == 0 {
+						off = int64(k * len(buf) % len(f.data))
+					}
+					n, err := r.ReadAt(context.Background(), buf, off)
+					if err != nil && err != io.EOF || !bytes.Equal(buf[:n], f.data[off:off+int64(n)]) {
+						t.Errorf("cache %d read at %d: %d, %v", i, off, n, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if err := caches[1].Prefetch(context.Background(), f.ref, nil); err != nil { // whatever readahead left out
+		t.Fatal(err)
+	}
+	for i, c := range caches {
+		if n := c.Stats().Corruptions; n != 0 {
+			t.Errorf("cache %d saw %d corrupt blocks", i, n)
+		}
+	}
+	c3 := f.open(cfg)
+	f.store.reset()
+	r := c3.Open(f.ref)
+	defer r.Close()
+	if got := c3.Cached(f.ref); got != f.ref.Size {
+		t.Fatalf("Cached = %d after a Prefetch", got)
+	}
+	f.readAll(r, 100_000, f.data)
+	if reads, _, _ := f.store.stats(); reads != 0 {
+		t.Fatalf("%d GETs from a third cache", reads)
+	}
+}

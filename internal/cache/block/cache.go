@@ -42,6 +42,8 @@ type Cache struct {
 	kick    chan struct{}      // wakes the evictor (capacity 1)
 	scratch sync.Pool          // *[]byte of one checksum chunk
 	st      counters
+	// lastIOWarn is when a cache write failure was last logged (unix ns).
+	lastIOWarn atomic.Int64
 
 	// mu guards every field below, the refs and idleEl fields of every
 	// segFile, and the mutable fields of every job and flight. Never held
@@ -176,6 +178,7 @@ type counters struct {
 	corruptions               atomic.Int64
 	free, windowSum, memInUse atomic.Int64
 	readers                   atomic.Int64
+	direct                    atomic.Int64
 }
 
 // Stats is a snapshot of the cache's counters. Cumulative counters start
@@ -200,6 +203,7 @@ type Stats struct {
 	ReadaheadWindow  int64 // sum of the open Readers' readahead windows
 	MemoryInUse      int64 // bytes of fetch buffers allocated (at most Config.MemoryBudget)
 	OpenReaders      int64
+	DirectBytes      int64 // bytes read around the cache because it could not store them (disk full)
 }
 
 // Stats returns a snapshot of the counters.
@@ -221,5 +225,6 @@ func (c *Cache) Stats() Stats {
 		Segments:    segs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
+		DirectBytes: c.st.direct.Load(),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -24,6 +25,15 @@ const (
 // errDropped completes the flights of a queued readahead fetch that was
 // dropped (its Reader seeked away or closed); a waiter fetches again.
 var errDropped = errors.New("block: readahead fetch dropped")
+
+// warnEvery spaces out warnings about cache write failures.
+const warnEvery = 10 * time.Second
+
+// errCacheIO marks a failure to write the cache (disk full, I/O error):
+// the read that needed the block then reads the store directly.
+var errCacheIO = errors.New("block: cache write failed")
+
+func cacheIOErr(err error) error { return fmt.Errorf("%w: %w", errCacheIO, err) }
 
 // errShortBody is a body that ended before the promised length.
 var errShortBody = errors.New("block: object body shorter than requested")
@@ -243,15 +253,28 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 		err := c.get(j, end, off, length, ahead, buf, crc)
 		c.st.getsInFlight.Add(-1)
 		if err != nil {
-			if !errors.Is(err, objstore.ErrPrecondition) && !errors.Is(err, ErrClosed) {
-				c.log.Warn("block cache: fetch failed", "key", o.ref.Key, "off", off, "len", length, "err", err)
-			}
+			c.warnFetch(o, off, length, err)
 			c.mu.Lock()
 			c.failLocked(j, j.first, err)
 			c.mu.Unlock()
 			return
 		}
 	}
+}
+
+// warnFetch logs a failed fetch; cache write failures (a full disk fails
+// every fetch) at most once per warnEvery.
+func (c *Cache) warnFetch(o *object, off, length int64, err error) {
+	if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, ErrClosed) {
+		return
+	}
+	if errors.Is(err, errCacheIO) {
+		now, last := time.Now().UnixNano(), c.lastIOWarn.Load()
+		if now-last < int64(warnEvery) || !c.lastIOWarn.CompareAndSwap(last, now) {
+			return
+		}
+	}
+	c.log.Warn("block cache: fetch failed", "key", o.ref.Key, "off", off, "len", length, "err", err)
 }
 
 // present reports whether block idx of o is in its segment file, looking
@@ -292,7 +315,7 @@ func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc 
 				sf = nil
 			}
 			if sf, err = c.openSeg(o, seg, true); err != nil {
-				return c.fetchErr(o, off, length, fmt.Errorf("cache file: %w", err))
+				return c.fetchErr(o, off, length, cacheIOErr(err))
 			}
 		}
 		n, err := c.fetchBlock(sf, j.first, rd, buf, crc)
@@ -338,7 +361,7 @@ func (c *Cache) fetchBlock(sf *segFile, idx int64, rd io.Reader, buf []byte, crc
 	if !sf.hdrOK.Load() {
 		if _, err := sf.f.WriteAt(o.segHeader(sf.id.seg), 0); err != nil {
 			c.kickEvictor()
-			return 0, fmt.Errorf("cache file: %w", err)
+			return 0, cacheIOErr(err)
 		}
 		if !sf.hdrOK.Swap(true) {
 			c.grow(sf, o.hdrLen)
@@ -351,7 +374,7 @@ func (c *Cache) fetchBlock(sf *segFile, idx int64, rd io.Reader, buf []byte, crc
 	// than allocating it page by page as the writes land.
 	if err := syscall.Fallocate(int(sf.f.Fd()), 0, base, (n+pageSize-1)/pageSize*pageSize); errors.Is(err, syscall.ENOSPC) {
 		c.kickEvictor()
-		return 0, fmt.Errorf("cache file: %w", err)
+		return 0, cacheIOErr(err)
 	}
 	crc.reset(o.chunk)
 	for done := int64(0); done < n; {
@@ -367,14 +390,14 @@ func (c *Cache) fetchBlock(sf *segFile, idx int64, rd io.Reader, buf []byte, crc
 		crc.write(buf[:k])
 		if _, err := sf.f.WriteAt(buf[:k], base+done); err != nil {
 			c.kickEvictor()
-			return 0, fmt.Errorf("cache file: %w", err)
+			return 0, cacheIOErr(err)
 		}
 		done += k
 	}
 	sums := crc.sums()
 	if _, err := sf.f.WriteAt(o.record(sf.id.seg, b, n, sums), o.recOff(b)); err != nil {
 		c.kickEvictor()
-		return 0, fmt.Errorf("cache file: %w", err)
+		return 0, cacheIOErr(err)
 	}
 	m := &blockMeta{crcs: append([]uint32(nil), sums...)}
 	m.verified.Store(allChunks(n, o.chunk))

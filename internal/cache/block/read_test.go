@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -239,4 +241,23 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("Prefetch after Cache.Close: %v", err)
 	}
 	r2.Close()
+}
+
+// TestCacheWriteFailureReadsAround: when the cache cannot store a block,
+// reads still succeed, straight from the store.
+func TestCacheWriteFailureReadsAround(t *testing.T) {
+	f := newFixture(t, 300_000, Config{BlockSize: 64 << 10})
+	o := f.cache.object(f.ref)
+	if err := os.MkdirAll(filepath.Dir(o.dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.dir, nil, 0o600); err != nil { // a file where the object's directory goes
+		t.Fatal(err)
+	}
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	f.readAll(r, 50_000, f.data)
+	if st := f.cache.Stats(); st.DirectBytes == 0 {
+		t.Fatalf("stats %+v: no direct reads", st)
+	}
 }

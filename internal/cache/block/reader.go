@@ -98,6 +98,14 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		bo := pos - idx*o.bs
 		m := int(min(int64(len(p)-done), o.blockLen(idx)-bo))
 		h, w, err := r.block(ctx, idx, end)
+		if errors.Is(err, errCacheIO) {
+			// The cache cannot take the block (disk full?): read around it.
+			if err = r.direct(ctx, p[done:done+m], pos); err == nil {
+				waited = true
+				done += m
+				continue
+			}
+		}
 		if err != nil {
 			return done, waited, err
 		}
@@ -124,6 +132,30 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		done += m
 	}
 	return done, waited, nil
+}
+
+// direct reads p at off from the store, bypassing the cache.
+func (r *Reader) direct(ctx context.Context, p []byte, off int64) error {
+	ref := r.o.ref
+	rd, err := ref.Store.NewReader(ctx, ref.Key, off, int64(len(p)), objstore.ReadOptions{IfVersion: ref.Version})
+	if err != nil {
+		return fmt.Errorf("block: read %s at %d: %w", ref.Key, off, err)
+	}
+	defer rd.Close()
+	if v := rd.Info().Version; v != "" && ref.Version != "" && v != ref.Version {
+		return fmt.Errorf("block: %s changed (version %q, want %q): %w", ref.Key, v, ref.Version, objstore.ErrPrecondition)
+	}
+	n, err := io.ReadFull(rd, p)
+	r.c.st.fetched.Add(int64(n))
+	r.c.st.direct.Add(int64(n))
+	r.c.st.bytesNet.Add(int64(n))
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errShortBody
+	}
+	if err != nil {
+		return fmt.Errorf("block: read %s at %d: %w", ref.Key, off, err)
+	}
+	return nil
 }
 
 // block returns the segment holding block idx, held and pinned by r (the

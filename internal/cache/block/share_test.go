@@ -91,3 +91,23 @@ func TestTwoProcessesShareSegments(t *testing.T) {
 		t.Fatalf("%d GETs from a third cache", reads)
 	}
 }
+
+// TestStartupScanEvictsOldSegments: a cache opened with a smaller limit
+// on a directory an earlier process filled trims it to the limit.
+func TestStartupScanEvictsOldSegments(t *testing.T) {
+	cfg := Config{BlockSize: 64 << 10, SegmentSize: 256 << 10}
+	f := newFixture(t, 4<<20, cfg)
+	if err := f.cache.Prefetch(context.Background(), f.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.cache.Close()
+	cfg.Dir, cfg.MaxBytes = f.cache.cfg.Dir, 1<<20
+	c := f.open(cfg)
+	waitFor(t, "the scan and an eviction", func() bool {
+		st := c.Stats()
+		return st.Evictions > 0 && st.BytesCached <= cfg.MaxBytes
+	})
+	if got := c.Cached(f.ref); got > cfg.MaxBytes || got == 0 {
+		t.Fatalf("Cached = %d after trimming to %d", got, cfg.MaxBytes)
+	}
+}

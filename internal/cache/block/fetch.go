@@ -46,8 +46,10 @@ type flight struct {
 	job  *job
 }
 
-// job is one ranged GET of blocks [first, end) of o. Its fields are
-// guarded by Cache.mu.
+// job is a fetch of blocks [first, end) of o (one ranged GET per run of
+// missing blocks). prio, owner, flights and el are guarded by Cache.mu;
+// first and end too while the job is queued, and by the worker running it
+// after that.
 type job struct {
 	o          *object
 	start      int64 // first block when created; flights[i] is block start+i

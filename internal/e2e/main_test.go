@@ -18,6 +18,8 @@ import (
 
 	"github.com/ferry-fs/ferry/internal/testenv"
 	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/azure"
+	"github.com/ferry-fs/ferry/pkg/objstore/gcs"
 	"github.com/ferry-fs/ferry/pkg/objstore/s3"
 )
 
@@ -44,26 +46,71 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// s3env is one test's S3 world: a fresh bucket on the shared MinIO, a
-// mount point and a cache dir.
+// s3env is one test's world on one backend: a fresh bucket (or
+// container), a store to check it directly, a mount point and a cache dir.
+// (The name stays from when S3 was the only backend.)
 type s3env struct {
 	t      *testing.T
-	srv    *testenv.S3Server
+	srv    *testenv.S3Server // the shared MinIO (also for S3-only helpers)
+	scheme string            // "s3", "gs" or "az"
 	bucket string
 	store  objstore.Store
 	mnt    string
 	cache  string
+	env    []string // the environment of ferry for this backend
 	extra  []string // extra environment for ferry
 }
 
-func newS3Env(t *testing.T) *s3env {
+// backends are the three backends every portable test runs on.
+var backends = []string{"s3", "gs", "az"}
+
+// forEachBackend runs fn as a parallel subtest per backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, e *s3env)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newEnv(t, b))
+		})
+	}
+}
+
+func newS3Env(t *testing.T) *s3env { return newEnv(t, "s3") }
+
+func newEnv(t *testing.T, scheme string) *s3env {
 	t.Helper()
 	srv := testenv.MinIO(t)
-	e := &s3env{t: t, srv: srv, bucket: srv.NewBucket(t)}
+	e := &s3env{t: t, srv: srv, scheme: scheme}
 	dir := t.TempDir()
 	e.mnt = filepath.Join(dir, "mnt")
 	e.cache = filepath.Join(dir, "cache")
-	e.store = e.newStore(srv.Endpoint)
+	ctx := context.Background()
+	var st objstore.Store
+	var err error
+	switch scheme {
+	case "s3":
+		e.bucket = srv.NewBucket(t)
+		e.env = srv.Env()
+		st = e.newStore(srv.Endpoint)
+	case "gs":
+		g := testenv.FakeGCS(t)
+		e.bucket = g.NewBucket(t)
+		e.env = append(srv.Env(), g.Env()...)
+		st, err = gcs.New(ctx, gcs.Config{Bucket: e.bucket, Endpoint: g.Host, Emulator: true})
+	case "az":
+		a := testenv.Azurite(t)
+		e.bucket = a.NewContainer(t)
+		e.env = append(srv.Env(), a.Env()...)
+		st, err = azure.New(ctx, azure.Config{Account: a.Account, Container: e.bucket, ConnectionString: a.ConnectionString})
+	default:
+		t.Fatalf("unknown backend %q", scheme)
+	}
+	if err != nil {
+		t.Fatalf("%s store: %v", scheme, err)
+	}
+	if st != nil && scheme != "s3" {
+		t.Cleanup(func() { st.Close() })
+	}
+	e.store = st
 	return e
 }
 
@@ -82,7 +129,7 @@ func (e *s3env) newStore(endpoint string) objstore.Store {
 
 // path is the mount path of a key.
 func (e *s3env) path(key string) string {
-	return filepath.Join(e.mnt, "s3", e.bucket, key)
+	return filepath.Join(e.mnt, e.scheme, e.bucket, key)
 }
 
 type result struct {
@@ -103,7 +150,7 @@ func (e *s3env) ferry(timeout time.Duration, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ferryBin, args...)
-	cmd.Env = append(e.srv.Env(), e.extra...)
+	cmd.Env = append(append([]string{}, e.env...), e.extra...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -14,7 +14,10 @@ import (
 // the same script.
 func TestWriteOps(t *testing.T) {
 	t.Parallel()
-	e := newS3Env(t)
+	forEachBackend(t, testWriteOps)
+}
+
+func testWriteOps(t *testing.T, e *s3env) {
 	big := randBytes(t, 12<<20+5)
 	src := writeTemp(t, "big.bin", big)
 	e.put("exist/old.bin", randBytes(t, 7<<20))
@@ -118,7 +121,10 @@ sync
 // TestPosixErrors checks the error codes of common mistakes.
 func TestPosixErrors(t *testing.T) {
 	t.Parallel()
-	e := newS3Env(t)
+	forEachBackend(t, testPosixErrors)
+}
+
+func testPosixErrors(t *testing.T, e *s3env) {
 	e.put("full/x", []byte("x"))
 	out := e.mustRun(fmt.Sprintf(`
 R=%s
@@ -141,7 +147,10 @@ echo data > $R/full/y && cat $R/full/y
 // see a file at once, before it is durable.
 func TestReadAfterWrite(t *testing.T) {
 	t.Parallel()
-	e := newS3Env(t)
+	forEachBackend(t, testReadAfterWrite)
+}
+
+func testReadAfterWrite(t *testing.T, e *s3env) {
 	out := e.mustRun(fmt.Sprintf(`
 R=%s
 mkdir -p $R/raw

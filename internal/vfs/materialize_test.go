@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -53,8 +54,13 @@ func newMatEnv(t *testing.T, memOpts mem.Options) *matEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(mc.Close)
+	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 256 << 20, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bc.Close() })
 	e.wb = wb
-	e.fs = New(Options{}, Deps{Resolve: resolve, Writeback: wb, Meta: mc, Logger: log})
+	e.fs = New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
 	return e
 }
 

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -146,6 +147,9 @@ func (c *Cache) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.mu.Unlock()
+	c.log.Debug("block cache: closing", "stats", fmt.Sprintf("%+v", c.Stats()))
+	c.mu.Lock()
 	for p := range c.queue {
 		for c.queue[p].Len() > 0 {
 			j := c.queue[p].Remove(c.queue[p].Front()).(*job)
@@ -177,7 +181,7 @@ type counters struct {
 	evictions, evictedBytes   atomic.Int64
 	corruptions               atomic.Int64
 	free, windowSum, memInUse atomic.Int64
-	readers                   atomic.Int64
+	readers, collapses        atomic.Int64
 	direct                    atomic.Int64
 }
 
@@ -204,6 +208,7 @@ type Stats struct {
 	MemoryInUse      int64 // bytes of fetch buffers allocated (at most Config.MemoryBudget)
 	OpenReaders      int64
 	DirectBytes      int64 // bytes read around the cache because it could not store them (disk full)
+	Collapses        int64 // readahead windows dropped by a non-sequential read
 }
 
 // Stats returns a snapshot of the counters.
@@ -225,6 +230,6 @@ func (c *Cache) Stats() Stats {
 		Segments:    segs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
-		DirectBytes: c.st.direct.Load(),
+		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
 	}
 }

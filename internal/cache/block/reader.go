@@ -316,6 +316,7 @@ func (r *Reader) observe(off, n int64) error {
 	c.st.windowSum.Add(r.det.window - before)
 	r.mu.Unlock()
 	if plan.collapsed {
+		c.st.collapses.Add(1)
 		c.dropQueued(r)
 	}
 	if plan.random && c.cfg.FillRandomUpTo > 0 && r.o.ref.Size <= c.cfg.FillRandomUpTo {

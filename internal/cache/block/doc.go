@@ -1,11 +1,8 @@
 // Package block is ferry's clean-data cache: object bytes on local disk in
-// fixed-size blocks keyed by (store, key, version, block index), stored in
-// sparse segment files, each block checksummed (CRC32C per 64 KiB chunk)
-// and verified before it is served.
-// It owns per-handle sequential detection and readahead, the global budgets
-// of parallel ranged GETs and in-flight memory, deduplication of identical
-// fetches, and the evictor that keeps the cache under its byte limit and
-// the disk above its free-space floor. It imports objstore and the standard
-// library only; it knows nothing of FUSE or the vfs. See README.md for the
-// on-disk layout.
+// fixed-size blocks keyed by (store, key, version, block index), kept in
+// sparse segment files, each block CRC32C-checked before it is served. It
+// owns per-handle readahead, the global GET and memory budgets, fetch
+// deduplication, and the evictor (byte limit, free-space floor). It imports
+// objstore and the standard library only: no FUSE, no vfs. README.md
+// describes the on-disk layout.
 package block

@@ -155,6 +155,10 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return sizeFlag(func(c *config.Config) *int64 { return &c.PartSize })
 		}),
+	def("fill-random-up-to", "after random reads of an object up to this size, fetch the rest into the cache in the background (0 = never)", []string{"FERRY_FILL_RANDOM_UP_TO"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return sizeFlag(func(c *config.Config) *int64 { return &c.FillRandomUpTo })
+		}),
 	def("log-level", "debug, info, warn or error", []string{"FERRY_LOG_LEVEL", "FUSION_LOG_LEVEL"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.LogLevel })

@@ -25,6 +25,9 @@ type Config struct {
 	Uploads        int           // parallel upload requests
 	Downloads      int           // parallel ranged GETs
 	PartSize       int64         // base multipart part size
+	// FillRandomUpTo: after random reads of an object up to this size, the
+	// rest of it is fetched into the cache in the background (0 = never).
+	FillRandomUpTo int64
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -45,9 +48,10 @@ func Defaults() Config {
 		RequestTimeout:  60 * time.Second,
 		MaxRetries:      8,
 		DrainTimeout:    30 * time.Minute,
-		Uploads:         16,
+		Uploads:         64,
 		Downloads:       32,
 		PartSize:        16 << 20,
+		FillRandomUpTo:  8 << 30,
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 	}
@@ -62,8 +66,8 @@ func (c Config) Validate() error {
 	if c.CacheDir == "" {
 		errs = append(errs, errors.New("cache dir must be set"))
 	}
-	if c.CacheSize < 0 {
-		errs = append(errs, errors.New("cache size must not be negative"))
+	if c.CacheSize < 0 || c.FillRandomUpTo < 0 {
+		errs = append(errs, errors.New("cache size and fill-random-up-to must not be negative"))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("request timeout must be positive"))

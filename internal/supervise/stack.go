@@ -111,7 +111,7 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 	}
 	s.blocks, err = block.New(block.Config{
 		Dir: filepath.Join(cfg.CacheDir, "blocks"), MaxBytes: cfg.CacheSize,
-		MaxConcurrency: cfg.Downloads, Logger: log,
+		MaxConcurrency: cfg.Downloads, FillRandomUpTo: cfg.FillRandomUpTo, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("block cache: %w", err)

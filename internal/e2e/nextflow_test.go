@@ -113,6 +113,10 @@ func TestNextflowTask(t *testing.T) {
 	} else if _, ok := trace["proc"]; !ok {
 		t.Errorf("trace.json lacks proc: %v", trace)
 	}
+	var sum map[string]any
+	if err := json.Unmarshal(e.mustGet(work+"/.fusion/summary.json"), &sum); err != nil || sum["exit_code"] != float64(3) {
+		t.Errorf("summary.json: %v %v", sum, err)
+	}
 	if _, err := e.stat(work + "/.fusion.log"); err != nil {
 		t.Errorf(".fusion.log missing: %v", err)
 	}

@@ -165,6 +165,9 @@ func (n *Nextflow) hooks(base Hooks) Hooks {
 		errs = append(errs, n.beforeDrain(ctx, mountPoint))
 		return errors.Join(errs...)
 	}
+	h.Summary = func(ctx context.Context, sum []byte) error {
+		return n.uploadSummary(ctx, sum)
+	}
 	h.AfterDrain = func(ctx context.Context, mountPoint string) error {
 		errs := []error{n.afterDrain(ctx)}
 		if base.AfterDrain != nil {

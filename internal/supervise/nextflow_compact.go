@@ -192,3 +192,22 @@ func writeTrace(t *nextflow.Tracer, p string) error {
 	}
 	return f.Close()
 }
+
+// uploadSummary stores the exit summary as $FUSION_WORK/.fusion/summary.json.
+func (n *Nextflow) uploadSummary(ctx context.Context, sum []byte) error {
+	if !n.env.Enabled() || len(sum) == 0 {
+		return nil
+	}
+	local := filepath.Join(n.dir, "summary.json")
+	if err := os.WriteFile(local, sum, 0o600); err != nil {
+		return err
+	}
+	work := n.env.WorkDir
+	st, err := n.getDeps().resolve(ctx, work.Scheme, work.Bucket)
+	if err != nil {
+		return err
+	}
+	key := work.Child(".fusion/summary.json").Key
+	_, err = nextflow.UploadFile(ctx, st, key, local, objstore.PutOptions{Tags: n.env.Tags.Tags(key)})
+	return err
+}

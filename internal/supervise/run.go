@@ -29,6 +29,9 @@ type Hooks struct {
 	BeforeDrain func(ctx context.Context, mountPoint string) error
 	// AfterDrain runs after the drain (upload of logs); its error is logged.
 	AfterDrain func(ctx context.Context, mountPoint string) error
+	// Summary receives the exit summary (one JSON object) at the very end,
+	// with the stores still open (Nextflow: .fusion/summary.json).
+	Summary func(ctx context.Context, summary []byte) error
 }
 
 // Options are the inputs of Run and Mount besides the configuration.
@@ -186,7 +189,12 @@ func finish(st *stack, code int) int {
 	}
 	st.unmount()
 	stats := st.wb.Stats()
-	st.obs.summarize(st.blocks, st.wb, code, derr)
+	sum := st.obs.summarize(st.blocks, st.wb, code, derr)
+	if st.hooks.Summary != nil {
+		if err := st.hooks.Summary(ctx, sum); err != nil {
+			log.Warn("exit summary not uploaded", "err", err.Error())
+		}
+	}
 	st.close()
 	if derr != nil {
 		log.Error(fmt.Sprintf("not every write could be made durable: %v", derr), "drain_seconds", time.Since(t0).Seconds())

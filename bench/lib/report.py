@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Turn one benchmark CSV (contender,metric,value,unit,note) into a markdown
+report (one row per workload, absolute values, the best peer, and the ratios
+ferry / best peer and ferry / copy baseline, >1 = ferry better) and a chart
+(PNG with matplotlib when importable, else a hand-written SVG).
+
+usage: report.py --csv F --contenders TSV --out PREFIX --mode quick|full --env TEXT
+"""
+import argparse
+import csv
+import math
+import re
+
+# metric id -> (label, higher_is_better)
+METRICS = [
+    ("seq_cold_1j", "seq read 1 MiB, cold, 1 job [MiB/s]", True),
+    ("seq_cold_8j", "seq read 1 MiB, cold, 8 jobs [MiB/s]", True),
+    ("seq_cold_32j", "seq read 1 MiB, cold, 32 jobs [MiB/s]", True),
+    ("seq_warm_1j", "seq read 1 MiB, warm, 1 job [MiB/s]", True),
+    ("seq_warm_8j", "seq read 1 MiB, warm, 8 jobs [MiB/s]", True),
+    ("seq_warm_32j", "seq read 1 MiB, warm, 32 jobs [MiB/s]", True),
+    ("rand_cold_1j", "rand read 4 KiB, cold, 1 job [IOPS]", True),
+    ("rand_cold_8j", "rand read 4 KiB, cold, 8 jobs [IOPS]", True),
+    ("rand_cold_32j", "rand read 4 KiB, cold, 32 jobs [IOPS]", True),
+    ("rand_warm_1j", "rand read 4 KiB, warm, 1 job [IOPS]", True),
+    ("rand_warm_8j", "rand read 4 KiB, warm, 8 jobs [IOPS]", True),
+    ("rand_warm_32j", "rand read 4 KiB, warm, 32 jobs [IOPS]", True),
+    ("write256_return", "write 256 MiB (dd): return [s]", False),
+    ("write256_durable", "write 256 MiB (dd): durable [s]", False),
+    ("small1k_return", "cp 1,000 x 4 KiB: return [s]", False),
+    ("small1k_listed", "cp 1,000 x 4 KiB: all listed [s]", False),
+    ("small10k_return", "create 10,000 x 4 KiB: return [s]", False),
+    ("small10k_listed", "create 10,000 x 4 KiB: all listed [s]", False),
+    ("small10k_list", "ls -l of those 10,000 [s]", False),
+    ("small10k_readback", "read back 10,000 x 4 KiB, cold [s]", False),
+    ("ls10k_cold", "ls -l 10,000 keys, cold [s]", False),
+    ("stat10k", "stat 10,000 names, cold [files/s]", True),
+    ("task_wall", "task workload: wall [s]", False),
+    ("task_eff", "task workload: compute / wall", True),
+    ("rss_read", "peak RSS, read jobs [MiB]", False),
+    ("rss_small", "peak RSS, write + 1k files [MiB]", False),
+    ("rss_small10k", "peak RSS, 10k files [MiB]", False),
+    ("cpu_read", "client CPU, read jobs [s]", False),
+    ("cpu_write", "client CPU, write + 1k files [s]", False),
+]
+BASELINES = ("copy", "local", "compute-only")
+
+
+def cell(row):
+    """(number or None, lower_bound_flag, display text) of one CSV row."""
+    v, note = row["value"], row["note"]
+    if v == "timeout":
+        m = re.search(r"(\d+(?:\.\d+)?) s", note)
+        lb = float(m.group(1)) if m else None
+        return lb, True, "timeout (> %s s)" % m.group(1) if m else "timeout"
+    try:
+        x = float(v)
+    except ValueError:
+        return None, False, v or "?"
+    return x, False, ("%.0f" % x if abs(x) >= 100 else "%.3g" % x if abs(x) < 10 else "%.1f" % x)
+
+
+def better(a, b, hib):
+    return a > b if hib else a < b
+
+
+def ratio(f, p, hib):
+    """ferry vs p as '>1 = ferry better' text; f and p are cells."""
+    (fx, flb, _), (px, plb, _) = f, p
+    if fx is None or px is None or fx == 0 or px == 0:
+        return "n/a"
+    r = fx / px if hib else px / fx
+    if flb and plb:
+        return "n/a (both timed out)"
+    txt = "%.2f" % r if r >= 0.1 else "%.2g" % r
+    return ("< " if flb else "> " if plb else "") + txt
+
+
+def load(path):
+    rows = list(csv.DictReader(open(path)))
+    data, order = {}, []
+    for r in rows:
+        c = r["contender"]
+        if c not in order:
+            order.append(c)
+        data.setdefault(c, {})[r["metric"]] = r
+    return data, order
+
+
+def report(a):
+    data, order = load(a.csv)
+    conts = [line.rstrip("\n").split("\t") for line in open(a.contenders) if line.strip()]
+    installed = [c[0] for c in conts if c[1] != "not installed"]
+    cols = [c for c in installed if c in data] + [c for c in ("compute-only",) if c in data]
+    peers = [c for c in cols if c != "ferry" and c not in BASELINES]
+    md = ["# ferry benchmark: %s mode" % a.mode, "", a.env + ".", "",
+          "One row per workload. `best peer` is the best FUSE client other than ferry; "
+          "ratios are ferry / best peer and ferry / copy baseline, oriented so that **> 1 means "
+          "ferry is better** (for times and RSS: peer / ferry; for throughput: ferry / peer). "
+          "`timeout` rows are lower bounds; `n/a` = does not apply; `unsupported` = the "
+          "operation failed.", ""]
+    md.append("| workload | better | " + " | ".join(cols) + " | best peer | ferry / best peer | ferry / copy |")
+    md.append("|---|---|" + "---|" * len(cols) + "---|---|---|")
+    chart = []
+    for mid, label, hib in METRICS:
+        if not any(mid in data.get(c, {}) for c in cols):
+            continue
+        cells = {c: cell(data[c][mid]) if mid in data.get(c, {}) else (None, False, "-") for c in cols}
+        best = None
+        for p in peers:
+            x, lb, _ = cells[p]
+            if x is None:
+                continue
+            if best is None or (cells[best][1] and not lb) or (
+                    lb == cells[best][1] and better(x, cells[best][0], hib)):
+                best = p
+        rf = ratio(cells["ferry"], cells[best], hib) if "ferry" in cells and best else "n/a"
+        rc = ratio(cells["ferry"], cells["copy"], hib) if "ferry" in cells and "copy" in cells else "n/a"
+        md.append("| %s | %s | %s | %s | %s | %s |" % (
+            label, "higher" if hib else "lower", " | ".join(cells[c][2] for c in cols),
+            best or "n/a", rf, rc))
+        chart.append((label, hib, {c: cells[c][0] for c in cols if cells[c][0] is not None},
+                      {c for c in cols if cells[c][1]}))
+    md += ["", "## Contenders and mount options", "", "| contender | version | command |", "|---|---|---|"]
+    for c in conts:
+        md.append("| %s | %s | `%s` |" % (c[0], c[1], c[2] if len(c) > 2 and c[2] else "-"))
+    notes = [(c, m, r["note"]) for c in order for m, r in data[c].items() if r["note"]]
+    md += ["", "## Notes per measurement", ""]
+    md += ["- %s / %s: %s" % n for n in notes]
+    img = plot(chart, cols, a.out)
+    md[6:6] = ["![chart](%s)" % img.split("/")[-1], ""]
+    open(a.out + ".md", "w").write("\n".join(md) + "\n")
+
+
+COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+          "#7f7f7f", "#bcbd22", "#ff7f0e"]
+
+
+def plot(chart, cols, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return svg(chart, cols, out)
+    n = len(chart)
+    ncol = 4
+    nrow = math.ceil(n / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 2.9 * nrow), squeeze=False)
+    for i, (label, hib, vals, lbs) in enumerate(chart):
+        ax = axes[i // ncol][i % ncol]
+        xs = list(range(len(cols)))
+        ys = [vals.get(c, 0) for c in cols]
+        ax.bar(xs, [y if y > 0 else float("nan") for y in ys],
+               color=[COLORS[j % len(COLORS)] for j in xs])
+        ax.set_yscale("log")
+        pos = [y for y in ys if y > 0]
+        if pos:  # a common floor well below the smallest bar, room above the largest
+            ax.set_ylim(min(pos) / 4, max(pos) * 3)
+        for x, y, c in zip(xs, ys, cols):
+            if y > 0:  # ">" marks a timeout (lower bound)
+                ax.text(x, y, (">" if c in lbs else "") + ("%.0f" if y >= 10 else "%.2g") % y,
+                        ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(cols, rotation=45, ha="right", fontsize=7)
+        ax.set_title("%s\n(%s is better)" % (label, "higher" if hib else "lower"), fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+    for j in range(n, nrow * ncol):
+        axes[j // ncol][j % ncol].axis("off")
+    fig.tight_layout()
+    fig.savefig(out + ".png", dpi=90)
+    return out + ".png"
+
+
+def svg(chart, cols, out):
+    """Fallback chart: one row of log-scale horizontal bars per workload."""
+    w, rowh, barh = 900, 18 + 12 * len(cols), 10
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-size="10" '
+             'font-family="sans-serif">' % (w, rowh * len(chart) + 10)]
+    for i, (label, hib, vals, _) in enumerate(chart):
+        y0 = i * rowh + 12
+        parts.append('<text x="4" y="%d" font-weight="bold">%s (%s is better, log scale)</text>'
+                     % (y0, label, "higher" if hib else "lower"))
+        pos = [v for v in vals.values() if v > 0]
+        lo, hi = (math.log10(min(pos)) - 0.3, math.log10(max(pos))) if pos else (0, 1)
+        for j, c in enumerate(cols):
+            v = vals.get(c)
+            y = y0 + 4 + j * 12
+            bw = 0 if not v or v <= 0 else 20 + 600 * (math.log10(v) - lo) / max(hi - lo, 1e-9)
+            parts.append('<text x="4" y="%d">%s</text><rect x="120" y="%d" width="%.0f" height="%d" '
+                         'fill="%s"/><text x="%.0f" y="%d">%s</text>' % (
+                             y + 9, c, y, bw, barh, COLORS[j % len(COLORS)], 125 + bw, y + 9,
+                             "%.3g" % v if v else "n/a"))
+    parts.append("</svg>")
+    open(out + ".svg", "w").write("\n".join(parts))
+    return out + ".svg"
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    for f in ("--csv", "--contenders", "--out", "--mode", "--env"):
+        ap.add_argument(f, required=True)
+    report(ap.parse_args())

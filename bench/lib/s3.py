@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Minimal S3 client (stdlib only, SigV4) for the benchmark's setup and polls.
+
+Talks to the *unproxied* MinIO port, so polls measure when an object really is
+in the bucket, not how fast the proxy answers. Credentials come from
+AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the endpoint from BENCH_S3_DIRECT.
+
+usage:
+  s3.py mkbucket BUCKET
+  s3.py wait-size BUCKET KEY SIZE TIMEOUT_S     poll HEAD every 0.1 s until
+                                                Content-Length == SIZE
+  s3.py wait-count BUCKET PREFIX N TIMEOUT_S    poll ListObjectsV2 every 0.2 s
+                                                until >= N keys under PREFIX
+  s3.py count BUCKET PREFIX                     print the number of keys
+Waits print the epoch time (seconds, float) at which the condition held and
+exit 0, or print the last observed value and exit 1 on timeout.
+"""
+import datetime
+import hashlib
+import hmac
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+
+REGION = os.environ.get("AWS_REGION", "us-east-1")
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+
+
+def _sign(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def request(method, path, query=None):
+    """Send one signed request; return (status, headers, body)."""
+    endpoint = os.environ["BENCH_S3_DIRECT"].rstrip("/")
+    host = urllib.parse.urlparse(endpoint).netloc
+    query = query or {}
+    qs = "&".join(
+        "%s=%s" % (urllib.parse.quote(k, safe="-_.~"), urllib.parse.quote(v, safe="-_.~"))
+        for k, v in sorted(query.items()))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    cpath = urllib.parse.quote(path, safe="/-_.~")
+    canon = "\n".join([method, cpath, qs, "host:%s" % host,
+                       "x-amz-content-sha256:%s" % EMPTY_SHA, "x-amz-date:%s" % amz_date, "",
+                       "host;x-amz-content-sha256;x-amz-date", EMPTY_SHA])
+    scope = "%s/%s/s3/aws4_request" % (day, REGION)
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                         hashlib.sha256(canon.encode()).hexdigest()])
+    k = _sign(("AWS4" + os.environ["AWS_SECRET_ACCESS_KEY"]).encode(), day)
+    for part in (REGION, "s3", "aws4_request"):
+        k = _sign(k, part)
+    sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    auth = ("AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=host;x-amz-content-sha256;"
+            "x-amz-date, Signature=%s" % (os.environ["AWS_ACCESS_KEY_ID"], scope, sig))
+    req = urllib.request.Request(endpoint + cpath + ("?" + qs if qs else ""), method=method,
+                                 headers={"x-amz-date": amz_date, "Authorization": auth,
+                                          "x-amz-content-sha256": EMPTY_SHA})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def head_size(bucket, key):
+    st, hdr, _ = request("HEAD", "/%s/%s" % (bucket, key))
+    return int(hdr.get("Content-Length", -1)) if st == 200 else -1
+
+
+def count(bucket, prefix):
+    """Number of keys under prefix (follows continuation tokens)."""
+    n, token = 0, None
+    while True:
+        q = {"list-type": "2", "prefix": prefix}
+        if token:
+            q["continuation-token"] = token
+        st, _, body = request("GET", "/%s" % bucket, q)
+        if st != 200:
+            return -1
+        root = ET.fromstring(body)
+        ns = root.tag.split("}")[0] + "}" if root.tag.startswith("{") else ""
+        n += int(root.findtext(ns + "KeyCount") or 0)
+        token = root.findtext(ns + "NextContinuationToken")
+        if root.findtext(ns + "IsTruncated") != "true" or not token:
+            return n
+
+
+def wait(check, want, timeout, every):
+    deadline, last = time.time() + timeout, None
+    while time.time() < deadline:
+        last = check()
+        if last >= want:
+            print("%.3f" % time.time())
+            return 0
+        time.sleep(every)
+    print("timeout last=%s" % last)
+    return 1
+
+
+def main(argv):
+    cmd = argv[1] if len(argv) > 1 else ""
+    if cmd == "mkbucket":
+        st, _, body = request("PUT", "/%s" % argv[2])
+        return 0 if st in (200, 409) else (print(body.decode(), file=sys.stderr) or 1)
+    if cmd == "wait-size":
+        b, k, size, t = argv[2], argv[3], int(argv[4]), float(argv[5])
+        return wait(lambda: head_size(b, k) == size and size or -1, size, t, 0.1)
+    if cmd == "wait-count":
+        b, p, n, t = argv[2], argv[3], int(argv[4]), float(argv[5])
+        return wait(lambda: count(b, p), n, t, 0.2)
+    if cmd == "count":
+        print(count(argv[2], argv[3]))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

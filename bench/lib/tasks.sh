@@ -1,0 +1,122 @@
+# Task workload (full mode): TASKS concurrent tasks (lib/task.py) each read the
+# shared reference ref/ref.bin sequentially and at random, compute, and write a
+# TASK_OUT_MB MiB output under tout/<contender>/. Wall time runs from just
+# before the first mount (caches empty, drop_caches) until every output is
+# listed on the unproxied port. Data-handling efficiency = the wall time of the
+# same tasks doing only their compute step / that wall time (1.0 = I/O is free).
+#   ferry: one `ferry run` per task, all with one --cache-dir (each task its own mount)
+#   other FUSE clients: one shared mount for all tasks (one cache per client)
+#   copy: aws s3 cp of the reference per task, run on local disk, aws s3 cp up
+
+task_args() { # SEED REF OUT
+  echo --seed "$1" --compute-mib "$TASK_COMPUTE_MIB" --ref "$2" --src "$W/data/out.bin" --out "$3"
+}
+
+# tasks_compute_ref: wall time of the compute steps alone (same concurrency).
+tasks_compute_ref() {
+  local i pids=() t0
+  t0=$(now)
+  for ((i = 0; i < TASKS; i++)); do
+    python3 "$LIB/task.py" --compute-only --seed "$i" --compute-mib "$TASK_COMPUTE_MIB" & pids+=($!)
+  done
+  wait "${pids[@]}"
+  TASK_COMPUTE_WALL=$(elapsed "$t0" "$(now)")
+  record compute-only task_wall "$TASK_COMPUTE_WALL" s "$TASKS tasks x ${TASK_COMPUTE_MIB} MiB SHA-256; no I/O"
+}
+
+# tasks_finish CONTENDER T0 FAILED [PREFIX]: wait for the outputs (default
+# prefix tout/CONTENDER/), record wall and efficiency.
+tasks_finish() {
+  local c=$1 t0=$2 failed=$3 prefix=${4:-tout/$1/} out
+  if [ "$failed" != 0 ]; then
+    record "$c" task_wall unsupported "" "$failed of $TASKS tasks failed (see logs)"; return 0
+  fi
+  if out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "$prefix" "$TASKS" 600); then
+    local wall; wall=$(elapsed "$t0" "$out")
+    record "$c" task_wall "$wall" s "$TASKS tasks; ref ${TASK_REF_MB} MiB; out ${TASK_OUT_MB} MiB each"
+    record "$c" task_eff "$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')" ratio \
+      "compute-only wall / wall"
+  else
+    record "$c" task_wall timeout s "outputs not listed: $out"
+  fi
+}
+
+tasks_ferry() {
+  local i pids=() t0 failed=0 M
+  rm -rf "$W/cache/ferry-task"; drop_caches
+  t0=$(now)
+  for ((i = 0; i < TASKS; i++)); do
+    M=$W/tmnt/ferry-$i; mkdir -p "$M"; echo "$M" >>"$W/mounts"
+    # shellcheck disable=SC2046
+    AWS_S3_ENDPOINT=$BENCH_S3 bg "ferry-task-$i" "$FERRY" run --mount-point "$M" \
+      --cache-dir "$W/cache/ferry-task" --log-level "${FERRY_LOG_LEVEL:-info}" -- python3 "$LIB/task.py" \
+      $(task_args "$i" "$M/s3/$BUCKET/ref/ref.bin" "$M/s3/$BUCKET/tout/ferry/task-$i.bin")
+    pids+=("$BG_PID")
+  done
+  for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
+  if [ "$failed" != 0 ]; then
+    log "  ferry run with one shared --cache-dir: $failed tasks failed: $(grep -h -m1 -i 'error\|in use' "$W"/logs/ferry-task-*.log | head -1)"
+    record ferry task_shared_cache unsupported "" "concurrent ferry run on one --cache-dir failed; retried with one cache dir per task"
+    rm -rf "$W/cache/ferry-task"; drop_caches
+    pids=(); failed=0; t0=$(now)
+    for ((i = 0; i < TASKS; i++)); do
+      M=$W/tmnt/ferry-$i
+      # shellcheck disable=SC2046
+      AWS_S3_ENDPOINT=$BENCH_S3 bg "ferry-task2-$i" "$FERRY" run --mount-point "$M" \
+        --cache-dir "$W/cache/ferry-task/$i" -- python3 "$LIB/task.py" \
+        $(task_args "$i" "$M/s3/$BUCKET/ref/ref.bin" "$M/s3/$BUCKET/tout/ferry2/task-$i.bin")
+      pids+=("$BG_PID")
+    done
+    for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
+    tasks_finish ferry "$t0" "$failed" tout/ferry2/
+    return 0
+  fi
+  tasks_finish ferry "$t0" "$failed"
+}
+
+tasks_fuse() {
+  local c=$1 i pids=() t0 failed=0
+  c_umount "$c"; rm -rf "${W:?}/cache/$c"; drop_caches
+  t0=$(now)
+  c_mount "$c" || return 1
+  for ((i = 0; i < TASKS; i++)); do
+    # shellcheck disable=SC2046
+    python3 "$LIB/task.py" $(task_args "$i" "$C_ROOT/ref/ref.bin" "$C_ROOT/tout/$c/task-$i.bin") \
+      >"$W/logs/$c-task-$i.log" 2>&1 & pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
+  tasks_finish "$c" "$t0" "$failed"
+}
+
+tasks_copy() {
+  local i pids=() t0 failed=0 d
+  drop_caches
+  t0=$(now)
+  for ((i = 0; i < TASKS; i++)); do
+    d=$W/copytask/$i; mkdir -p "$d"
+    # shellcheck disable=SC2046
+    ( aws_proxy s3 cp "s3://$BUCKET/ref/ref.bin" "$d/ref.bin" &&
+      python3 "$LIB/task.py" $(task_args "$i" "$d/ref.bin" "$d/out.bin") &&
+      aws_proxy s3 cp "$d/out.bin" "s3://$BUCKET/tout/copy/task-$i.bin" ) >"$W/logs/copy-task-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
+  tasks_finish copy "$t0" "$failed"
+  rm -rf "$W/copytask"
+}
+
+tasks_local() {
+  local i pids=() t0 failed=0
+  drop_caches
+  t0=$(now)
+  for ((i = 0; i < TASKS; i++)); do
+    # shellcheck disable=SC2046
+    python3 "$LIB/task.py" $(task_args "$i" "$W/data/ref.bin" "$W/localtask/task-$i.bin") & pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
+  sync
+  local wall; wall=$(elapsed "$t0" "$(now)")
+  record local task_wall "$wall" s "outputs on local disk; after sync"
+  record local task_eff "$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')" ratio "compute-only wall / wall"
+  rm -rf "$W/localtask"
+}

@@ -80,7 +80,7 @@ wait:
 			for _, f := range st.busy { // a safety net: nothing may idle
 				f.mu.Lock()
 				d, c := f.wantsLocked()
-				idle := (d || c) && !f.uploading && !f.final
+				idle := (d || c) && !f.uploading && !(f.final && f.kicks == f.finalKicks)
 				f.mu.Unlock()
 				if idle {
 					f.kick()
@@ -158,7 +158,7 @@ func (m *Manager) drainState() drainView {
 			aborts = aborts || !u.owned
 		}
 		loop := f.uploading
-		stuck := f.final && !f.uploading && f.refs == 0
+		stuck := f.final && !f.uploading
 		open := data && f.closedGen < f.gen // modified since its last close
 		key := f.target.Key
 		f.mu.Unlock()

@@ -67,11 +67,15 @@ type File struct {
 	kickCh      chan struct{}
 	cancel      context.CancelCauseFunc // cancels the running attempt
 	lastErr     error
-	failedGen   uint64        // gen covered by the last failed attempt
-	final       bool          // lastErr is final: no retry until kicked
-	done        chan struct{} // closed and replaced after every attempt
-	stageErr    error         // a staging write failed; reported by Flush/Release
-	corrupt     error         // recovery found the staging data unusable
+	failedGen   uint64 // gen covered by the last failed attempt
+	// final: lastErr is final, so the loop stops unless kicked since the
+	// failed attempt began (kicks counts kicks; finalKicks is the count
+	// when that attempt began).
+	final             bool
+	kicks, finalKicks uint64
+	done              chan struct{} // closed and replaced after every attempt
+	stageErr          error         // a staging write failed; reported by Flush/Release
+	corrupt           error         // recovery found the staging data unusable
 }
 
 func (m *Manager) newFile(t Target, id string) *File {

@@ -104,14 +104,15 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	for try := 0; ; try++ {
 		n, retry, err := f.readOnce(ctx, p, off)
-		if !retry || try >= 3 {
+		if !retry || try >= 5 {
 			return n, err
 		}
 	}
 }
 
 // readOnce reads local bytes under the lock and base bytes after it;
-// retry is true when the base changed meanwhile (it was re-uploaded).
+// retry is true when the base changed meanwhile (the file's own upload
+// replaced it, or is about to record that it did).
 func (f *File) readOnce(ctx context.Context, p []byte, off int64) (n int, retry bool, err error) {
 	f.mu.Lock()
 	if off >= f.size || !f.hasData {
@@ -154,12 +155,23 @@ func (f *File) readOnce(ctx context.Context, p []byte, off int64) (n int, retry 
 	f.mu.Unlock()
 	for _, r := range remote {
 		if err := f.m.readBase(ctx, t, base, p[r.Off-off:r.End-off], r.Off); err != nil {
-			if errors.Is(err, objstore.ErrPrecondition) {
+			// The base was replaced (and maybe deleted) by the file's own
+			// upload since the bytes to read were chosen.
+			if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrNotFound) {
 				f.mu.Lock()
 				changed := f.base == nil || f.base.Version != base.Version || f.base.Key != base.Key
+				inflight, done := f.cancel != nil, f.done
 				f.mu.Unlock()
-				if changed {
+				switch {
+				case changed:
 					return 0, true, err
+				case inflight: // an upload landed and is being recorded
+					select {
+					case <-done:
+						return 0, true, err
+					case <-ctx.Done():
+						return 0, false, context.Cause(ctx)
+					}
 				}
 			}
 			return 0, false, err
@@ -256,7 +268,7 @@ func (f *File) fillFrom(rd io.Reader, base objstore.ObjectInfo, r span, buf []by
 			return err
 		}
 		f.mu.Lock()
-		if f.base == nil || f.base.Key != base.Key || f.base.Version != base.Version {
+		if f.base == nil || f.base.Key != base.Key || f.base.Version != base.Version || f.removed || f.dropped {
 			f.mu.Unlock()
 			return errBaseChanged
 		}

@@ -44,6 +44,11 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, dir: t.TempDir(), logBuf: &syncBuffer{}}
 	e.mem = mem.New(mem.Options{Bucket: "bkt", MinPartSize: testMinPart})
 	e.setFaults(faulty.Config{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("writeback log:\n%s", e.logBuf)
+		}
+	})
 	return e
 }
 

@@ -55,7 +55,16 @@ type Manager struct {
 	files    map[Target]*File // the namespace: dirty or open files by name
 	byID     map[string]*File // every live file, including stubs
 	deleting map[Target]int   // deletes in flight; uploads to these keys wait
-	stopped  bool
+	// uploading: keys an upload attempt claimed (see File.waitEligible);
+	// other uploads to these keys wait.
+	uploading map[Target]*File
+	// delKeys counts the deleteAfter entries naming each key.
+	delKeys map[Target]int
+	// gone: the last version writeback deleted at a key, so that OpenBase
+	// of a version seen just before its delete stats again (bounded by
+	// maxGone: cleared when full).
+	gone    map[Target]string
+	stopped bool
 
 	uploadedBytes, uploadedObjects, retries, failures atomic.Int64
 }
@@ -79,18 +88,21 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		free = statfsFree(cfg.Dir)
 	}
 	m := &Manager{
-		cfg:      cfg,
-		resolve:  resolve,
-		log:      cfg.Logger,
-		j:        j,
-		space:    &spaceBudget{free: free, min: cfg.MinFreeBytes},
-		big:      make(chan struct{}, cfg.Concurrency),
-		small:    make(chan struct{}, cfg.SmallConcurrency),
-		idPrefix: strconv.FormatInt(cfg.Now().UnixNano(), 36),
-		changed:  make(chan struct{}),
-		files:    map[Target]*File{},
-		byID:     map[string]*File{},
-		deleting: map[Target]int{},
+		cfg:       cfg,
+		resolve:   resolve,
+		log:       cfg.Logger,
+		j:         j,
+		space:     &spaceBudget{free: free, min: cfg.MinFreeBytes},
+		big:       make(chan struct{}, cfg.Concurrency),
+		small:     make(chan struct{}, cfg.SmallConcurrency),
+		idPrefix:  strconv.FormatInt(cfg.Now().UnixNano(), 36),
+		changed:   make(chan struct{}),
+		files:     map[Target]*File{},
+		byID:      map[string]*File{},
+		deleting:  map[Target]int{},
+		uploading: map[Target]*File{},
+		delKeys:   map[Target]int{},
+		gone:      map[Target]string{},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := m.recover(); err != nil {
@@ -162,17 +174,84 @@ func (m *Manager) Create(t Target, mode uint32) (*File, error) {
 // OpenBase returns the dirty file at t if there is one; otherwise it makes
 // the existing object base a file whose clean content is read (never
 // eagerly downloaded) from base.Key at base.Version, and whose changes are
-// staged. It returns syscall.EROFS after Stop.
+// staged. If writeback is deleting or just deleted that object version
+// (the old name of a renamed file, or an upload that landed under a name
+// its file left), it waits for the delete and stats the object again:
+// syscall.ENOENT when it is gone. It returns syscall.EROFS after Stop.
 func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectInfo) (*File, error) {
 	if t.Key == "" {
 		return nil, syscall.EINVAL
 	}
-	if f := m.Get(t); f != nil {
-		return f, nil
+	if base.Key == "" {
+		base.Key = t.Key
 	}
+	bt := Target{Scheme: t.Scheme, Bucket: t.Bucket, Key: base.Key}
+	for {
+		if f := m.Get(t); f != nil {
+			return f, nil
+		}
+		waited, err := m.waitNoDelete(ctx, bt)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		deleted := base.Version != "" && m.gone[bt] == base.Version
+		m.mu.Unlock()
+		if waited || deleted {
+			if base, err = m.stat(ctx, bt); err != nil {
+				return nil, err
+			}
+		}
+		f, err := m.openBase(t, bt, base)
+		if !errors.Is(err, errDeleting) {
+			return f, err
+		}
+	}
+}
+
+// errDeleting: a delete of the base started while OpenBase prepared.
+var errDeleting = errors.New("writeback: base is being deleted")
+
+// waitNoDelete waits until no delete of t is in flight, nor an upload to
+// t of a file that left that name (what it may land is deleted); waited
+// reports whether there was one.
+func (m *Manager) waitNoDelete(ctx context.Context, t Target) (waited bool, err error) {
+	for {
+		ch := m.changedCh()
+		m.mu.Lock()
+		busy := m.deleting[t] > 0 || m.strayLocked(t)
+		m.mu.Unlock()
+		if !busy {
+			return waited, nil
+		}
+		waited = true
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return waited, context.Cause(ctx)
+		}
+	}
+}
+
+// stat returns the object at t; syscall.ENOENT when there is none.
+func (m *Manager) stat(ctx context.Context, t Target) (objstore.ObjectInfo, error) {
+	st, err := m.resolve(ctx, t.Scheme, t.Bucket)
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	info, err := st.Stat(ctx, t.Key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return info, syscall.ENOENT
+	}
+	return info, err
+}
+
+// openBase makes and registers the file of OpenBase, unless a delete of
+// its base (at bt) is in flight (errDeleting) or a file appeared at t.
+func (m *Manager) openBase(t, bt Target, b objstore.ObjectInfo) (*File, error) {
 	id, fd, err := m.newData()
 	if err == nil {
-		err = fd.Truncate(base.Size) // sparse: costs no disk
+		err = fd.Truncate(b.Size) // sparse: costs no disk
 	}
 	if err != nil {
 		if fd != nil {
@@ -183,10 +262,6 @@ func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectIn
 	}
 	f := m.newFile(t, id)
 	f.fd = fd
-	b := base
-	if b.Key == "" {
-		b.Key = t.Key
-	}
 	f.base, f.baseLimit, f.size, f.hasData = &b, b.Size, b.Size, true
 	f.mode = 0o644
 	if v, err := strconv.ParseUint(b.Metadata[MetaMode], 8, 32); err == nil {
@@ -199,22 +274,25 @@ func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectIn
 		f.mtime = timeFromNs(ns)
 	}
 	m.mu.Lock()
-	if m.stopped {
-		m.mu.Unlock()
-		fd.Close()
-		os.Remove(m.j.dataPath(f.id))
-		return nil, syscall.EROFS
+	g, stopped := m.files[t], m.stopped
+	deleting := m.deleting[bt] > 0 || m.strayLocked(bt)
+	if g == nil && !deleting && !stopped {
+		f.live = true
+		m.files[t], m.byID[f.id] = f, f
 	}
-	if g := m.files[t]; g != nil { // lost a race with another opener
-		m.mu.Unlock()
-		fd.Close()
-		os.Remove(m.j.dataPath(f.id))
+	m.mu.Unlock()
+	if f.live {
+		return f, nil
+	}
+	fd.Close()
+	os.Remove(m.j.dataPath(f.id))
+	switch {
+	case stopped:
+		return nil, syscall.EROFS
+	case g != nil: // lost a race with another opener
 		return g, nil
 	}
-	f.live = true
-	m.files[t], m.byID[f.id] = f, f
-	m.mu.Unlock()
-	return f, nil
+	return nil, errDeleting
 }
 
 // Symlink stores a symbolic link at t: an object with an empty body and
@@ -241,6 +319,9 @@ func (m *Manager) publish(f *File) error {
 		return syscall.EROFS
 	}
 	old := m.files[f.target]
+	if old != nil {
+		m.unlinkLocked(old)
+	}
 	f.live = true
 	m.files[f.target], m.byID[f.id] = f, f
 	rewrite := m.cancelDeletesLocked(f.target, f)
@@ -260,6 +341,9 @@ func (m *Manager) publish(f *File) error {
 // cancelDeletesLocked drops t from every other file's delete-after list (a
 // new file now lives there) and returns the files whose records changed.
 func (m *Manager) cancelDeletesLocked(t Target, except *File) []*File {
+	if m.delKeys[t] == 0 {
+		return nil
+	}
 	var changed []*File
 	for _, g := range m.byID {
 		if g == except {
@@ -267,20 +351,35 @@ func (m *Manager) cancelDeletesLocked(t Target, except *File) []*File {
 		}
 		g.mu.Lock()
 		if g.target.sameBucket(t) {
-			kept := g.deleteAfter[:0]
+			var kept []deleteRec
 			for _, d := range g.deleteAfter {
 				if d.Key != t.Key {
 					kept = append(kept, d)
 				}
 			}
 			if len(kept) != len(g.deleteAfter) {
-				g.deleteAfter = kept
+				m.setDeletesLocked(g, kept)
 				changed = append(changed, g)
 			}
 		}
 		g.mu.Unlock()
 	}
 	return changed
+}
+
+// setDeletesLocked replaces f's deleteAfter list, keeping m.delKeys up to
+// date. Caller holds m.mu and f.mu (or runs in New).
+func (m *Manager) setDeletesLocked(f *File, list []deleteRec) {
+	for _, d := range f.deleteAfter {
+		t := Target{Scheme: f.target.Scheme, Bucket: f.target.Bucket, Key: d.Key}
+		if m.delKeys[t]--; m.delKeys[t] <= 0 {
+			delete(m.delKeys, t)
+		}
+	}
+	for _, d := range list {
+		m.delKeys[Target{Scheme: f.target.Scheme, Bucket: f.target.Bucket, Key: d.Key}]++
+	}
+	f.deleteAfter = list
 }
 
 // Get returns the dirty (not yet durable) or open file at t, or nil.
@@ -312,12 +411,26 @@ func (m *Manager) Remove(t Target) {
 	m.mu.Lock()
 	f := m.files[t]
 	if f != nil {
-		delete(m.files, t)
+		m.unlinkLocked(f)
 	}
 	m.mu.Unlock()
 	if f != nil {
 		f.discard()
 	}
+}
+
+// unlinkLocked takes f out of the namespace and marks it removed, at once:
+// from then on it uploads nothing (an attempt running is cancelled), so it
+// never lands over the file that replaces it. Caller holds m.mu; discard
+// does the rest.
+func (m *Manager) unlinkLocked(f *File) {
+	f.mu.Lock()
+	f.removed = true
+	f.cancelAttemptLocked(errCanceled)
+	if m.files[f.target] == f {
+		delete(m.files, f.target)
+	}
+	f.mu.Unlock()
 }
 
 // Stop makes Create, OpenBase and Symlink fail with syscall.EROFS. Files

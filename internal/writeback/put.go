@@ -49,7 +49,9 @@ func (m *Manager) putOptions(t Target, md map[string]string) objstore.PutOptions
 	return o
 }
 
-// upload uploads snap and returns the new object.
+// upload uploads snap and returns the new object. An error with an object
+// (a Version) means that this object landed nonetheless, with the data of
+// snap but not all of its metadata.
 func (f *File) upload(ctx context.Context, st objstore.Store, snap snapshot) (objstore.ObjectInfo, error) {
 	m := f.m
 	key := snap.target.Key

@@ -66,7 +66,7 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 		m.files[f.target] = f
 	case r.State == stateUploaded:
 		f.removed = true // durable already: only old names to delete
-		f.deleteAfter = r.DeleteAfter
+		m.setDeletesLocked(f, r.DeleteAfter)
 		os.Remove(m.j.dataPath(r.ID))
 	default:
 		switch r.State {
@@ -96,7 +96,7 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 // that its staged data is there.
 func (f *File) restore(r *record) {
 	f.hasData = r.Symlink == ""
-	f.deleteAfter = r.DeleteAfter
+	f.m.setDeletesLocked(f, r.DeleteAfter)
 	f.gen, f.closedGen = 1, 1
 	if b := r.Base; b != nil {
 		f.base = &objstore.ObjectInfo{Key: b.Key, Version: b.Version, Size: b.Size, Metadata: b.Metadata}

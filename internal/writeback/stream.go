@@ -295,6 +295,11 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 		return info, true, err
 	}
 	// chmod or utimens after the stream started: fix the metadata in place.
-	info, err = f.m.copyObject(ctx, st, s.key, s.key, info.Version, snap.size, opts.Metadata)
-	return info, true, err
+	// On failure the completed object is returned with the error: it
+	// landed (see File.upload).
+	fixed, err := f.m.copyObject(ctx, st, s.key, s.key, info.Version, snap.size, opts.Metadata)
+	if err != nil {
+		return info, true, err
+	}
+	return fixed, true, nil
 }

@@ -9,8 +9,14 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
-// errCanceled is the cause of an attempt cancelled by Rename or Remove.
-var errCanceled = errors.New("writeback: upload cancelled by a rename or remove")
+// Causes of a cancelled attempt: errCanceled when the file was renamed or
+// removed (its result is never recorded: the name it was for is not the
+// file's, and the caller may have deleted it), errDetached when its base is
+// being detached (a result that lands is recorded as usual).
+var (
+	errCanceled = errors.New("writeback: upload cancelled by a rename or remove")
+	errDetached = errors.New("writeback: upload cancelled: its base is being detached")
+)
 
 // snapshot is what one upload attempt uploads.
 type snapshot struct {
@@ -48,7 +54,7 @@ func (f *File) snapshotLocked() snapshot {
 // kick makes sure the upload loop runs (and retries now if it waits).
 func (f *File) kick() {
 	f.mu.Lock()
-	f.final = false
+	f.kicks++
 	if f.uploading {
 		select {
 		case f.kickCh <- struct{}{}:
@@ -85,7 +91,10 @@ func (f *File) wantsLocked() (data, cleanup bool) {
 }
 
 // uploadLoop uploads the file until it is durable (retrying with backoff),
-// fails with a final error, is removed, or the manager closes.
+// fails with a final error, is removed, or the manager closes. Whether to
+// stop is decided only under f.mu together with clearing f.uploading, so
+// that a kick is never lost: it either finds the loop running and before
+// that decision, or starts a new one.
 func (f *File) uploadLoop() {
 	m := f.m
 	backoff := m.cfg.RetryMin
@@ -93,22 +102,30 @@ func (f *File) uploadLoop() {
 		f.mu.Lock()
 		data, cleanup := f.wantsLocked()
 		if data && f.corrupt != nil {
-			f.lastErr, f.failedGen, f.final = f.corrupt, f.gen, true
+			f.lastErr, f.failedGen, f.final, f.finalKicks = f.corrupt, f.gen, true, f.kicks
 			data = false
 		}
-		if f.final || (!data && !cleanup) {
+		if (f.final && f.kicks == f.finalKicks) || (!data && !cleanup) {
 			f.uploading = false
 			f.mu.Unlock()
 			f.tryFinish()
 			m.notify()
 			return
 		}
+		kicks := f.kicks
 		f.mu.Unlock()
-		if data && !f.waitEligible() {
-			f.stopLoop()
-			return
+		var key Target
+		if data {
+			var claimed, closing bool
+			if key, claimed, closing = f.waitEligible(); closing {
+				f.stopLoop()
+				return
+			}
+			if !claimed {
+				continue // no longer wanted (removed, renamed): decide again
+			}
 		}
-		gen, err := f.attempt(data)
+		gen, err := f.attempt(data, key)
 		switch {
 		case err == nil:
 			backoff = m.cfg.RetryMin
@@ -121,17 +138,18 @@ func (f *File) uploadLoop() {
 		}
 		final := !objstore.Retryable(err)
 		f.mu.Lock()
-		f.lastErr, f.failedGen, f.final = err, gen, final
+		f.lastErr, f.failedGen, f.final, f.finalKicks = err, gen, final, kicks
 		close(f.done)
 		f.done = make(chan struct{})
 		t := f.target
 		f.mu.Unlock()
 		m.notify()
 		if final {
+			// The top of the loop stops it, unless a kick (Sync, a new
+			// change, Drain) came since the attempt began.
 			m.failures.Add(1)
 			m.log.Warn("writeback: upload failed", "path", t.String(), "err", err)
-			f.stopLoop()
-			return
+			continue
 		}
 		m.retries.Add(1)
 		m.log.Debug("writeback: upload failed, retrying", "path", t.String(), "err", err, "in", backoff)
@@ -157,42 +175,76 @@ func (f *File) stopLoop() {
 	f.m.notify()
 }
 
-// waitEligible waits until the file may upload: no delete of its key is in
-// flight and, for an OrderLast key, every other dirty file of its
-// directory is durable. False when the manager closes.
-func (f *File) waitEligible() bool {
+// waitEligible waits until the file may upload: no other upload to its
+// key and no delete of it is in flight (so that an upload cancelled by a
+// rename or replace, which may land anyway, never lands after a newer
+// one) and, for an OrderLast key, every other dirty file of its directory
+// is durable. It then claims the key (see releaseKey) and returns it.
+// claimed is false when the upload is no longer wanted (the file was
+// removed, for example); closing when the manager closes.
+func (f *File) waitEligible() (key Target, claimed, closing bool) {
 	m := f.m
 	for {
 		ch := m.changedCh()
-		if m.eligible(f) {
-			return true
+		t, claimed, wanted := m.claim(f)
+		if claimed || !wanted {
+			return t, claimed, false
 		}
 		select {
 		case <-ch:
 		case <-m.ctx.Done():
-			return false
+			return Target{}, false, true
 		}
 		// Rate-limit rescans of a large directory.
-		t := time.NewTimer(10 * time.Millisecond)
+		tm := time.NewTimer(10 * time.Millisecond)
 		select {
-		case <-t.C:
+		case <-tm.C:
 		case <-m.ctx.Done():
-			t.Stop()
-			return false
+			tm.Stop()
+			return Target{}, false, true
 		}
 	}
 }
 
-// eligible reports whether f may upload now (see waitEligible).
-func (m *Manager) eligible(f *File) bool {
-	f.mu.Lock()
-	t, removed := f.target, f.removed
-	f.mu.Unlock()
-	if removed {
-		return true
-	}
+// claim claims f's key for an upload if f may upload now (see
+// waitEligible); wanted is false when f's data upload is no longer
+// wanted. A file removed or renamed away never claims its old key, so a
+// claim by a file not at its key is one it held before (see strayLocked).
+func (m *Manager) claim(f *File) (t Target, claimed, wanted bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	f.mu.Lock()
+	t = f.target
+	wanted, _ = f.wantsLocked()
+	f.mu.Unlock()
+	if !wanted || m.uploading[t] != nil || !m.eligibleLocked(f, t) {
+		return t, false, wanted
+	}
+	m.uploading[t] = f
+	return t, true, true
+}
+
+// releaseKey ends the claim of claim.
+func (m *Manager) releaseKey(t Target) {
+	m.mu.Lock()
+	delete(m.uploading, t)
+	m.mu.Unlock()
+	m.notify()
+}
+
+// eligible reports whether f may upload now, ignoring uploads in flight.
+func (m *Manager) eligible(f *File) bool {
+	f.mu.Lock()
+	t := f.target
+	f.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.eligibleLocked(f, t)
+}
+
+// eligibleLocked: no delete of t is in flight and f is not held back by
+// OrderLast. Caller holds m.mu.
+func (m *Manager) eligibleLocked(f *File, t Target) bool {
 	if m.deleting[t] > 0 {
 		return false
 	}
@@ -215,10 +267,21 @@ func (m *Manager) eligible(f *File) bool {
 }
 
 // attempt runs one upload attempt; it returns the generation it covered.
-func (f *File) attempt(data bool) (uint64, error) {
+// With data, key is the target claimed by waitEligible, released at the
+// end; a file renamed since is retried under its new name.
+func (f *File) attempt(data bool, key Target) (uint64, error) {
+	if data {
+		defer f.m.releaseKey(key)
+	}
 	ctx, cancel := context.WithCancelCause(f.m.ctx)
 	defer cancel(nil)
 	f.mu.Lock()
+	if want, _ := f.wantsLocked(); data && (!want || f.target != key) {
+		// Removed, renamed or synced meanwhile: an upload now could land
+		// over a newer file's object at key.
+		f.mu.Unlock()
+		return 0, errCanceled
+	}
 	f.cancel = cancel
 	snap := f.snapshotLocked()
 	f.truncMin = snap.size
@@ -226,17 +289,32 @@ func (f *File) attempt(data bool) (uint64, error) {
 	err := f.runAttempt(ctx, snap, data)
 	f.mu.Lock()
 	f.cancel = nil
+	close(f.done) // wakes readers waiting for the attempt to end
+	f.done = make(chan struct{})
+	// The base was detached or replaced while the attempt read it: what it
+	// failed on is gone, so it is retried at once.
+	rebased := !sameBase(f.base, snap.base)
 	f.mu.Unlock()
-	if err != nil && errors.Is(context.Cause(ctx), errCanceled) {
+	cause := context.Cause(ctx)
+	if err != nil && (errors.Is(cause, errCanceled) || errors.Is(cause, errDetached) || errors.Is(err, errBaseChanged) || rebased) {
 		err = errCanceled
 	}
 	return snap.gen, err
 }
 
-// cancelAttemptLocked cancels the running attempt, if any.
-func (f *File) cancelAttemptLocked() {
+// sameBase reports whether a and b name the same object version.
+func sameBase(a, b *objstore.ObjectInfo) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Key == b.Key && a.Version == b.Version
+}
+
+// cancelAttemptLocked cancels the running attempt, if any, with cause
+// errCanceled (rename, remove) or errDetached.
+func (f *File) cancelAttemptLocked(cause error) {
 	if f.cancel != nil {
-		f.cancel(errCanceled)
+		f.cancel(cause)
 	}
 }
 
@@ -254,13 +332,22 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 			return err
 		}
 		info, err := f.upload(ctx, st, snap)
-		if err != nil {
+		if err != nil && info.Version == "" {
 			return err
 		}
-		if !f.commit(snap, info) {
+		renamed := errors.Is(context.Cause(ctx), errCanceled)
+		if ok, kept, replaced := f.commit(snap, info, err == nil, renamed); !ok || err != nil {
 			// Renamed or removed while the upload ran, which landed anyway:
 			// the object is a stray under a name the file no longer has.
-			m.deleteStray(st, snap.target, info.Version)
+			switch {
+			case kept:
+				m.retargetDeletes(snap.target, replaced, info.Version)
+			case !ok:
+				m.deleteStray(st, snap.target, info.Version)
+			}
+			if err != nil {
+				return err
+			}
 			return errCanceled
 		}
 	}
@@ -275,24 +362,39 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 	return nil
 }
 
-// commit records a successful upload of snap. The staged bytes equal the
-// new object in every range not written since the snapshot, so the object
-// becomes the file's base. It returns false, recording nothing, when the
-// file was renamed or removed during the upload.
-func (f *File) commit(snap snapshot, info objstore.ObjectInfo) bool {
+// commit records an upload of snap that landed as info. The staged bytes
+// equal the new object in every range not written since the snapshot, so
+// the object becomes the file's base; with durable (the upload succeeded,
+// metadata included) the file is durable up to snap. It returns false
+// when the file was renamed or removed during the upload: the object is
+// then a stray the caller deletes, unless it replaced the file's own base
+// (the upload was to the key the file was opened on), in which case the
+// file is rebased on it and the delete pending for that key (see Rename)
+// now names its version (see retargetDeletes): kept reports that, with the
+// replaced version. An attempt cancelled by a rename or remove (renamed)
+// counts as renamed even if the file came back to that name: the caller
+// may have deleted the object meanwhile.
+func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed bool) (ok, kept bool, replaced string) {
 	f.mu.Lock()
-	if f.removed || !f.live || f.target != snap.target {
+	moved := renamed || f.removed || !f.live || f.target != snap.target
+	if f.hasData && !moved && !durable {
+		f.rebaseLocked(snap, info) // landed without all its metadata
 		f.mu.Unlock()
-		return false
+		return true, false, ""
+	}
+	if moved {
+		kept = !f.removed && f.live && f.hasData && f.base != nil && f.base.Key == snap.target.Key
+		if kept {
+			replaced = f.base.Version
+			f.rebaseLocked(snap, info)
+		}
+		f.mu.Unlock()
+		return false, kept, replaced
 	}
 	f.durableGen = max(f.durableGen, snap.gen)
 	f.version = info.Version
 	if f.hasData {
-		f.base = &objstore.ObjectInfo{Key: snap.target.Key, Version: info.Version, Size: snap.size, Metadata: snap.md}
-		f.baseLimit = min(snap.size, f.truncMin)
-		if f.gen == snap.gen {
-			f.dirty = nil
-		}
+		f.rebaseLocked(snap, info)
 	}
 	f.lastErr, f.final = nil, false
 	close(f.done)
@@ -300,7 +402,18 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo) bool {
 	f.mu.Unlock()
 	f.m.uploadedObjects.Add(1)
 	f.m.notify()
-	return true
+	return true, false, ""
+}
+
+// rebaseLocked makes the object info, uploaded from snap, the file's base:
+// its bytes equal the staged ones except where written since the
+// snapshot (those stay dirty) or past a truncation since.
+func (f *File) rebaseLocked(snap snapshot, info objstore.ObjectInfo) {
+	f.base = &objstore.ObjectInfo{Key: snap.target.Key, Version: info.Version, Size: snap.size, Metadata: snap.md}
+	f.baseLimit = min(snap.size, f.truncMin)
+	if f.gen == snap.gen {
+		f.dirty = nil
+	}
 }
 
 // tryFinish forgets a file with nothing left to do: durable and released

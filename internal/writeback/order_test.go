@@ -1,0 +1,103 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
+)
+
+func isExitcode(key string) bool { return strings.HasSuffix(key, "/.exitcode") }
+
+// TestOrderLast: .exitcode is uploaded only after every other file of its
+// directory is durable; other directories are not held back.
+func TestOrderLast(t *testing.T) {
+	e := newEnv(t)
+	g := e.gate(opKey(faulty.OpPut, "w/out1"))
+	e.setFaults(faulty.Config{Stall: g.stall})
+	cfg := e.config()
+	cfg.OrderLast = isExitcode
+	m := e.open(cfg)
+	writeFile(t, m, "w/out1", []byte("1"))
+	writeFile(t, m, "w/.exitcode", []byte("0"))
+	writeFile(t, m, "w/out2", []byte("2"))
+	writeFile(t, m, "w/sub/deeper", []byte("3")) // another directory
+	writeFile(t, m, "v/.exitcode", []byte("0"))  // another work dir
+	waitFor(t, "the other uploads", func() bool {
+		ev := e.rec.events()
+		return slices.Contains(ev, "put w/out2") && slices.Contains(ev, "put v/.exitcode") && slices.Contains(ev, "put w/sub/deeper")
+	})
+	time.Sleep(30 * time.Millisecond)
+	if slices.Contains(e.rec.events(), "put w/.exitcode") {
+		t.Fatal(".exitcode uploaded while out1 is pending")
+	}
+	g.release()
+	drain(t, m)
+	ev := e.rec.events()
+	last := slices.Index(ev, "put w/.exitcode")
+	for _, k := range []string{"put w/out1", "put w/out2"} {
+		if i := slices.Index(ev, k); i < 0 || i > last {
+			t.Errorf("events %v: %s after .exitcode", ev, k)
+		}
+	}
+}
+
+// TestOrderLastBlockedByFailure: when another file of the directory
+// fails, .exitcode is never uploaded and both are reported.
+func TestOrderLastBlockedByFailure(t *testing.T) {
+	e := newEnv(t)
+	e.setFaults(faulty.Config{Fail: func(op, key string) error {
+		if key == "w/out" {
+			return objstore.ErrPermission
+		}
+		return nil
+	}})
+	cfg := e.config()
+	cfg.OrderLast = isExitcode
+	m := e.open(cfg)
+	writeFile(t, m, "w/out", []byte("1"))
+	writeFile(t, m, "w/.exitcode", []byte("0"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := m.Drain(ctx)
+	var de *DrainError
+	if !errors.As(err, &de) || len(de.Failures) != 2 {
+		t.Fatalf("Drain = %v, want both files reported", err)
+	}
+	for _, fl := range de.Failures {
+		if fl.Target.Key == "w/.exitcode" && !errors.Is(fl.Err, errOrderWait) {
+			t.Errorf(".exitcode reported with %v", fl.Err)
+		}
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Error("Drain waited for its deadline though nothing could progress")
+	}
+	e.wantNoObject("w/.exitcode")
+}
+
+// TestOrderLastWaitsForOpenFile: an open file of the directory holds the
+// .exitcode back until it is closed and durable.
+func TestOrderLastWaitsForOpenFile(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.OrderLast = isExitcode
+	m := e.open(cfg)
+	f, _ := m.Create(tgt("w/log"), 0o644)
+	f.Acquire()
+	f.WriteAt([]byte("log"), 0)
+	writeFile(t, m, "w/.exitcode", []byte("0"))
+	time.Sleep(30 * time.Millisecond)
+	e.wantNoObject("w/.exitcode")
+	f.Release()
+	drain(t, m)
+	ev := e.rec.events()
+	if i, j := slices.Index(ev, "put w/log"), slices.Index(ev, "put w/.exitcode"); i < 0 || j < i {
+		t.Fatalf("events %v", ev)
+	}
+}

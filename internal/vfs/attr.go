@@ -65,16 +65,26 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	}
 	// The parent's cached listing answers for names it holds (and for
 	// names it lacks), except zero-size objects, which may be symlinks.
+	// A directory with repeated lookup misses is listed once, so that a
+	// stat of every name costs one paginated LIST, not a request per name.
 	par, name := l.parent()
-	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+	ls, ok := fs.deps.Meta.List(par.cacheKey())
+	if !ok && fs.missedOften(par) {
+		ls, ok = fs.tryListing(ctx, par)
+	}
+	if ok {
 		e, found := ls.Has(name)
 		switch {
 		case !found && len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) == 0:
 			return Attr{}, syscall.ENOENT
 		case found && e.Kind == meta.KindDir:
 			return dirAttr, nil
-		case found && e.Kind == meta.KindFile && e.Info.Size > 0:
+		case found && e.Kind == meta.KindFile && e.Info.Size > 0 && e.Info.Version != "":
 			return entryAttr(meta.KindFile, e.Info), nil
+		case found && e.Kind != meta.KindDir:
+			// Listed as a file (so no directory shadows it): one HEAD
+			// tells its size and whether it is a symlink.
+			return fs.statFile(ctx, l)
 		}
 	}
 	a, err := fs.remoteAttr(ctx, l)
@@ -163,4 +173,53 @@ func fileAttr(f *writeback.File) Attr {
 		mode = 0o644
 	}
 	return Attr{Kind: meta.KindFile, Size: f.Size(), Mtime: f.ModTime(), Mode: mode}
+}
+
+// statFile stats l, known not to be a directory.
+func (fs *FS) statFile(ctx context.Context, l Loc) (Attr, error) {
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return Attr{}, err
+	}
+	info, err := st.Stat(ctx, l.Key)
+	if errIs(err, objstore.ErrNotFound) {
+		return fs.remoteAttr(ctx, l) // gone since it was listed: ask again
+	}
+	if err != nil {
+		fs.logErr("lookup", l, err)
+		return Attr{}, err
+	}
+	kind := kindOf(info)
+	fs.deps.Meta.PutStat(l.cacheKey(), kind, info)
+	return entryAttr(kind, info), nil
+}
+
+// missedOften counts lookups in a directory that has no cached listing and
+// reports when the directory should be listed instead (from the fourth
+// lookup within a minute).
+func (fs *FS) missedOften(dir Loc) bool {
+	if dir.Key == "" && dir.Bucket == "" {
+		return false
+	}
+	k := dir.cacheKey()
+	now := time.Now()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	m := fs.misses[k]
+	if now.Sub(m.since) > time.Minute {
+		m = missCount{since: now}
+	}
+	m.n++
+	fs.misses[k] = m
+	if len(fs.misses) > 4096 {
+		clear(fs.misses) // bound the map; counts restart
+	}
+	return m.n > 3
+}
+
+// tryListing lists dir for lookups; a failure only means the lookup asks
+// the store directly.
+func (fs *FS) tryListing(ctx context.Context, dir Loc) (*meta.Listing, bool) {
+	ls, err := fs.listing(ctx, dir)
+	return ls, err == nil
 }

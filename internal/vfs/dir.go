@@ -51,7 +51,7 @@ func (fs *FS) Readdir(ctx context.Context, p string) ([]DirEntry, error) {
 // listing returns the (cached) listing of directory l, merged with dirty
 // files below it.
 func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
-	if ls, ok := fs.deps.Meta.List(l.cacheKey()); ok {
+	if ls, ok := fs.deps.Meta.List(l.cacheKey()); ok && !fs.staleCreated(l, ls) {
 		return ls, nil
 	}
 	st, err := fs.store(ctx, l)
@@ -212,3 +212,16 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 type emptyReader struct{}
 
 func (emptyReader) ReadAt(p []byte, off int64) (int, error) { return 0, ioEOF }
+
+// staleCreated reports whether ls holds files created through the mount
+// (patched in without size or version) that have been uploaded since: the
+// listing is then fetched again, so that ls -l answers from it.
+func (fs *FS) staleCreated(l Loc, ls *meta.Listing) bool {
+	for _, e := range ls.Entries() {
+		if e.Kind == meta.KindFile && e.Info.Version == "" &&
+			fs.deps.Writeback.Get(l.child(e.Name).target()) == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -117,6 +117,14 @@ func (fs *FS) revalidate(ctx context.Context, l Loc) (objstore.ObjectInfo, meta.
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok && e.Kind != meta.KindNone && e.Kind != meta.KindDir {
 		return e.Info, e.Kind, nil
 	}
+	// A fresh listing of the parent is as good as a stat for a non-empty
+	// object (an empty one may be a symlink).
+	par, name := l.parent()
+	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+		if e, found := ls.Has(name); found && e.Kind == meta.KindFile && e.Info.Size > 0 && e.Info.Version != "" {
+			return e.Info, meta.KindFile, nil
+		}
+	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
 		return objstore.ObjectInfo{}, 0, err

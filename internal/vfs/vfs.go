@@ -54,9 +54,15 @@ type FS struct {
 	deps Deps
 	log  *slog.Logger
 
-	mu      sync.Mutex             // guards buckets and versions
+	mu      sync.Mutex             // guards buckets, seen and misses
 	buckets map[string]bucketState // "s3/b" -> existence; guarded by mu
 	seen    map[string]string      // "s3/b/k" -> last version opened; guarded by mu
+	misses  map[string]missCount   // dir -> lookups without a listing; guarded by mu
+}
+
+type missCount struct {
+	n     int
+	since time.Time
 }
 
 type bucketState struct {
@@ -72,7 +78,7 @@ func New(opts Options, deps Deps) *FS {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}}
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}}
 }
 
 // Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme

@@ -108,7 +108,7 @@ type Config struct {
 	StatTTL     time.Duration
 	ListTTL     time.Duration
 	NegativeTTL time.Duration
-	MaxEntries  int64 // default 1,000,000
+	MaxEntries  int64 // default 200,000
 	Now         func() time.Time
 }
 
@@ -122,19 +122,21 @@ type Cache struct {
 // New builds a cache.
 func New(cfg Config) (*Cache, error) {
 	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = 1_000_000
+		cfg.MaxEntries = 200_000
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	st, err := ristretto.NewCache(&ristretto.Config[string, *Entry]{
-		NumCounters: cfg.MaxEntries * 10, MaxCost: cfg.MaxEntries, BufferItems: 64,
+		// Counters sized to the entry bound, not 10×: the sketch is
+		// allocated up front and dominated an idle mount's memory.
+		NumCounters: cfg.MaxEntries * 2, MaxCost: cfg.MaxEntries, BufferItems: 64,
 	})
 	if err != nil {
 		return nil, err
 	}
 	ls, err := ristretto.NewCache(&ristretto.Config[string, *Listing]{
-		NumCounters: 100_000, MaxCost: cfg.MaxEntries, BufferItems: 64,
+		NumCounters: 20_000, MaxCost: cfg.MaxEntries, BufferItems: 64,
 	})
 	if err != nil {
 		st.Close()

@@ -196,7 +196,7 @@ func TestShortBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if info := r.Info(); info.Version != `"0x8D"` || info.Size != 100 {
+	if info := r.Info(); info.Version != "0x8D" || info.Size != 100 {
 		t.Errorf("Info() = %+v", info)
 	}
 	b, err := io.ReadAll(r)

@@ -62,7 +62,7 @@ func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.L
 		if p := b.Properties; p != nil {
 			info.Size = deref(p.ContentLength)
 			info.ModTime = deref(p.LastModified)
-			info.Version = string(deref(p.ETag))
+			info.Version = etagVersion(p.ETag)
 		}
 		page.Objects = append(page.Objects, info)
 	}

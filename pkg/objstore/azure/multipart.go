@@ -323,7 +323,7 @@ func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
 		Key:      u.key,
 		Size:     total,
 		ModTime:  deref(resp.LastModified),
-		Version:  string(deref(resp.ETag)),
+		Version:  etagVersion(resp.ETag),
 		Metadata: u.opts.Metadata,
 	}, nil
 }

@@ -24,7 +24,7 @@ func ifMatch(version string) *blob.AccessConditions {
 	if version == "" {
 		return nil
 	}
-	etag := azcore.ETag(version)
+	etag := versionETag(version)
 	return &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
 }
 
@@ -54,7 +54,7 @@ func (s *Store) stat(ctx context.Context, op, key, version string) (objstore.Obj
 		Key:      key,
 		Size:     deref(p.ContentLength),
 		ModTime:  deref(p.LastModified),
-		Version:  string(deref(p.ETag)),
+		Version:  etagVersion(p.ETag),
 		Metadata: decodeMetadata(p.Metadata),
 	}, nil
 }
@@ -92,7 +92,7 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 		Key:      key,
 		Size:     totalSize(deref(resp.ContentRange), deref(resp.ContentLength)),
 		ModTime:  deref(resp.LastModified),
-		Version:  string(deref(resp.ETag)),
+		Version:  etagVersion(resp.ETag),
 		Metadata: decodeMetadata(resp.Metadata),
 	}
 	want := max(info.Size-off, 0)
@@ -184,7 +184,7 @@ func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64
 		Key:      key,
 		Size:     size,
 		ModTime:  deref(resp.LastModified),
-		Version:  string(deref(resp.ETag)),
+		Version:  etagVersion(resp.ETag),
 		Metadata: decodeMetadata(encodeMetadata(opts.Metadata)),
 	}, nil
 }
@@ -220,7 +220,7 @@ func (s *Store) Copy(ctx context.Context, src, dst string, opts objstore.CopyOpt
 	}
 	copyOpts := &blob.StartCopyFromURLOptions{Metadata: encodeMetadata(opts.Metadata)}
 	if opts.IfVersion != "" {
-		etag := azcore.ETag(opts.IfVersion)
+		etag := versionETag(opts.IfVersion)
 		copyOpts.SourceModifiedAccessConditions = &blob.SourceModifiedAccessConditions{SourceIfMatch: &etag}
 	}
 	dstBlob := s.cont.NewBlobClient(dst)
@@ -263,7 +263,7 @@ func (s *Store) waitCopy(ctx context.Context, dst, id string, status blob.CopySt
 				Key:      dst,
 				Size:     deref(p.ContentLength),
 				ModTime:  deref(p.LastModified),
-				Version:  string(deref(p.ETag)),
+				Version:  etagVersion(p.ETag),
 				Metadata: decodeMetadata(p.Metadata),
 			}, nil
 		}
@@ -293,7 +293,7 @@ func (s *Store) setMetadata(ctx context.Context, op, key, version string, meta m
 	if err != nil {
 		return objstore.ObjectInfo{}, s.wrap(op, key, objectScope, err)
 	}
-	info.Version = string(deref(resp.ETag))
+	info.Version = etagVersion(resp.ETag)
 	info.ModTime = deref(resp.LastModified)
 	info.Metadata = decodeMetadata(encodeMetadata(meta))
 	return info, nil
@@ -328,4 +328,16 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// etagVersion turns an ETag into a Version: without quotes, so that the
+// same blob has the same Version whether it comes from a listing (which
+// Azure sends unquoted) or from a HEAD or GET (quoted).
+func etagVersion(p *azcore.ETag) string {
+	return strings.Trim(string(deref(p)), `"`)
+}
+
+// versionETag turns a Version back into a quoted ETag for If-Match.
+func versionETag(v string) azcore.ETag {
+	return azcore.ETag(`"` + strings.Trim(v, `"`) + `"`)
 }

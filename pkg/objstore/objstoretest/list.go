@@ -15,7 +15,34 @@ func listCases() []testCase {
 		{name: "ListDelimiter", run: testListDelimiter},
 		{name: "ListPagination", run: testListPagination},
 		{name: "ListEmpty", run: testListEmpty},
+		{name: "ListVersionMatchesStat", run: testListVersion},
 	}
+}
+
+// testListVersion: a listing and a Stat give the same Version, and a read
+// conditional on the listed Version succeeds (callers open files with the
+// version a listing returned).
+func testListVersion(t *testing.T, e *env) {
+	e.put(t, "v/k", []byte("versioned"), objstore.PutOptions{})
+	info, err := e.s.Stat(e.ctx, "v/k")
+	if err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	page, err := e.s.List(e.ctx, objstore.ListOptions{Prefix: "v/"})
+	if err != nil || len(page.Objects) != 1 {
+		t.Fatalf("List: %v %v", page.Objects, err)
+	}
+	if got := page.Objects[0].Version; got != info.Version {
+		t.Fatalf("listed Version %q, Stat Version %q", got, info.Version)
+	}
+	r, err := e.s.NewReader(e.ctx, "v/k", 0, -1, objstore.ReadOptions{IfVersion: page.Objects[0].Version})
+	if err != nil {
+		t.Fatalf("read with the listed version: %v", err)
+	}
+	if v := r.Info().Version; v != info.Version {
+		t.Errorf("reader Version %q, Stat Version %q", v, info.Version)
+	}
+	r.Close()
 }
 
 // listTree is the key set the listing cases use, in lexical order ("-"

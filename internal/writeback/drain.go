@@ -41,8 +41,24 @@ var (
 	errNotStarted = errors.New("not uploaded before the drain deadline")
 )
 
-// drainTick is how often Drain re-checks that no pending file idles.
-const drainTick = time.Second
+// drainTick is how often Drain re-checks that no pending file idles;
+// drainCoalesce is the least time between two of its rescans.
+const (
+	drainTick     = time.Second
+	drainCoalesce = 2 * time.Millisecond
+)
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // Drain waits until every closed file is durable (and every renamed file's
 // old name deleted), retrying failed uploads (at once, then with backoff)
@@ -76,6 +92,10 @@ wait:
 		}
 		select {
 		case <-ch:
+			// Coalesce bursts of changes: every rescan visits every file.
+			if !sleepCtx(ctx, drainCoalesce) {
+				break wait
+			}
 		case <-tick.C:
 			for _, f := range st.busy { // a safety net: nothing may idle
 				f.mu.Lock()

@@ -68,9 +68,6 @@ func smallFiles(t testing.TB, m *Manager, n, size int) (closed, durable time.Dur
 // one after another: it checks the peak of requests in flight, never a
 // duration (the timings are only logged).
 func TestSmallFilesParallel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measurement")
-	}
 	e := newEnv(t)
 	link := &slowLink{}
 	e.setFaults(link.config())

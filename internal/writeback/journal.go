@@ -33,9 +33,10 @@ const (
 // write(2); nothing is fsynced unless sync is set, in which case
 // concurrent appends share one fsync (group commit).
 type journal struct {
-	dir  string
-	sync bool
-	lock *os.File // flock held for the Manager's life
+	dir        string
+	sync       bool
+	lock       *os.File // flock held for the Manager's life
+	compactMin int64    // see compactMin; tests lower it
 
 	// mu guards log, live, size, liveBytes, appended and dirDirty.
 	mu        sync.Mutex
@@ -72,7 +73,7 @@ func openJournal(dir string, sync bool) (*journal, error) {
 		lf.Close()
 		return nil, fmt.Errorf("writeback: staging dir %s is in use by another process: %w", dir, err)
 	}
-	return &journal{dir: dir, sync: sync, lock: lf, live: map[string][]byte{}}, nil
+	return &journal{dir: dir, sync: sync, lock: lf, compactMin: compactMin, live: map[string][]byte{}}, nil
 }
 
 func (j *journal) close() error {
@@ -124,7 +125,7 @@ func (j *journal) append(id string, line []byte, gone bool) error {
 		j.mu.Unlock()
 		return errors.New("writeback: journal is closed")
 	}
-	if j.size > compactMin && j.size > compactRatio*j.liveBytes {
+	if j.size > j.compactMin && j.size > compactRatio*j.liveBytes {
 		if err := j.compactLocked(); err != nil {
 			j.mu.Unlock()
 			return fmt.Errorf("writeback: compact journal: %w", err)

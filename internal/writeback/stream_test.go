@@ -3,6 +3,7 @@ package writeback
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -129,10 +130,9 @@ func TestStreamChmodAfterStart(t *testing.T) {
 // again by the close.
 func TestStreamPartFailsRetriedAtClose(t *testing.T) {
 	e := newEnv(t)
-	failed := false
+	var failed atomic.Bool
 	e.setFaults(faulty.Config{Fail: func(op, key string) error {
-		if op == faulty.OpUploadPart && !failed {
-			failed = true // UploadPart calls of one stream run one at a time here
+		if op == faulty.OpUploadPart && failed.CompareAndSwap(false, true) {
 			return faulty.ServerError(op, key)
 		}
 		return nil

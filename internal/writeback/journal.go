@@ -102,12 +102,18 @@ func (j *journal) createData(id string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.dirChanged()
+	return fd, nil
+}
+
+// dirChanged notes a new name in the directory: with sync, the next
+// journal fsync fsyncs the directory too.
+func (j *journal) dirChanged() {
 	if j.sync {
 		j.mu.Lock()
 		j.dirDirty = true
 		j.mu.Unlock()
 	}
-	return fd, nil
 }
 
 // write appends r to the log (and, with sync, waits until it is on disk).

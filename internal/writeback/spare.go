@@ -48,6 +48,7 @@ func (m *Manager) forget(id string) error {
 	if !full {
 		spare := m.newID()
 		if os.Truncate(path, 0) == nil && os.Rename(path, m.j.dataPath(spare)) == nil {
+			m.j.dirChanged()
 			m.spareMu.Lock()
 			m.spares = append(m.spares, spare)
 			m.spareMu.Unlock()

@@ -57,6 +57,9 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	if f := fs.deps.Writeback.Get(l.target()); f != nil {
 		return fileAttr(f), nil
 	}
+	if fs.deps.Writeback.PendingDelete(l.target()) {
+		return Attr{}, syscall.ENOENT // renamed away; deleted once the new name is durable
+	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok {
 		if e.Kind == meta.KindNone {
 			return Attr{}, syscall.ENOENT

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -92,6 +93,11 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 		if _, err := fs.getattr(ctx, l); err != nil {
 			return nil, err
 		}
+	}
+	for _, k := range fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix) {
+		ents = slices.DeleteFunc(ents, func(e meta.DirEntry) bool {
+			return e.Kind != meta.KindDir && prefix+e.Name == k
+		})
 	}
 	for _, f := range fs.deps.Writeback.List(l.Scheme, l.Bucket, prefix) {
 		rest := strings.TrimPrefix(f.Target().Key, prefix)

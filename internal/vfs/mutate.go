@@ -25,12 +25,17 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 	if a.Kind == meta.KindDir {
 		return syscall.EISDIR
 	}
-	dirty := fs.deps.Writeback.Get(l.target()) != nil
-	if dirty {
-		fs.deps.Writeback.Remove(l.target())
+	wb := fs.deps.Writeback
+	if wb.Get(l.target()) != nil {
+		wb.Remove(l.target())
 	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
+		return err
+	}
+	// No upload of ours may land after the delete, and no dirty file may
+	// still read from this object.
+	if err := wb.Detach(ctx, l.target()); err != nil {
 		return err
 	}
 	// The object may exist in the bucket even when a dirty copy did (an
@@ -169,19 +174,29 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 			return err
 		}
 		if !f.HasBase(src.Key) {
-			if err := st.Delete(ctx, src.Key, objstore.DeleteOptions{}); err != nil {
-				return err
-			}
+			return fs.deleteKey(ctx, st, src)
 		}
 		return nil
 	}
 	if wb.Get(dst.target()) != nil {
 		wb.Remove(dst.target())
 	}
+	if err := wb.Detach(ctx, dst.target()); err != nil {
+		return err
+	}
 	if _, err := st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{}); err != nil {
 		return err
 	}
-	return st.Delete(ctx, src.Key, objstore.DeleteOptions{})
+	return fs.deleteKey(ctx, st, src)
+}
+
+// deleteKey deletes the object at l once no upload of ours can land on it
+// and no dirty file reads from it.
+func (fs *FS) deleteKey(ctx context.Context, st objstore.Store, l Loc) error {
+	if err := fs.deps.Writeback.Detach(ctx, l.target()); err != nil {
+		return err
+	}
+	return st.Delete(ctx, l.Key, objstore.DeleteOptions{})
 }
 
 // renameDir moves every key under src/ (and dirty files there) to dst/.
@@ -206,10 +221,13 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 			continue
 		}
 		nk := dp + strings.TrimPrefix(o.Key, sp)
+		if err := fs.deps.Writeback.Detach(ctx, Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: nk}.target()); err != nil {
+			return err
+		}
 		if _, err := st.Copy(ctx, o.Key, nk, objstore.CopyOptions{}); err != nil {
 			return err
 		}
-		if err := st.Delete(ctx, o.Key, objstore.DeleteOptions{}); err != nil {
+		if err := fs.deleteKey(ctx, st, Loc{Scheme: src.Scheme, Bucket: src.Bucket, Key: o.Key}); err != nil {
 			return err
 		}
 		fs.deps.Meta.Forget(src.Scheme + "/" + src.Bucket + "/" + strings.TrimSuffix(o.Key, "/"))

@@ -88,17 +88,24 @@ func (f *File) materialize(ctx context.Context, key string) error {
 			f.mu.Unlock()
 			return nil
 		}
-		f.cancelAttemptLocked(errDetached) // its CopyParts would read the base
 		base, t := *f.base, f.target
 		gaps := f.valid.gaps(0, min(f.baseLimit, f.size))
 		if len(gaps) == 0 {
-			f.base, f.baseLimit, f.dirty = nil, 0, nil
-			// An attempt started during the fill may hold the base in its
-			// snapshot: it must not use it once the base is gone.
-			f.cancelAttemptLocked(errDetached)
+			// dirty stays: an attempt in flight may still rebase the file
+			// on its snapshot, and must then find every change since.
+			f.base, f.baseLimit = nil, 0
 			f.mu.Unlock()
+			// An attempt started during the fill may hold the base in its
+			// snapshot: it must have ended before the caller overwrites
+			// or deletes the object.
+			if err := f.endAttempt(ctx, errDetached); err != nil {
+				return err
+			}
 			return f.writeRecord()
 		}
+		// Its CopyParts read the base: stop them early (the wait is at
+		// the end, for every attempt that may have read the base).
+		f.cancelAttemptLocked(errDetached)
 		f.mu.Unlock()
 		st, err := f.m.resolve(ctx, t.Scheme, t.Bucket)
 		if err != nil {

@@ -22,6 +22,7 @@ type DrainError struct {
 	Failures []Failure
 }
 
+// Error names the files (the first ten).
 func (e *DrainError) Error() string {
 	names := make([]string, 0, len(e.Failures))
 	for i, f := range e.Failures {

@@ -21,8 +21,8 @@ var errRelease = errors.New("writeback: Release without Acquire")
 //
 // Lock order: jmu, then Manager.mu, then mu.
 type File struct {
-	m  *Manager
-	id string
+	m  *Manager // immutable
+	id string   // immutable: names <id>.data and the journal record
 
 	// jmu serializes this file's journal writes so that an older snapshot
 	// never replaces a newer one, and a dropped file's record is never
@@ -45,8 +45,11 @@ type File struct {
 	// baseLimit are not the base's (they were truncated away).
 	base      *objstore.ObjectInfo
 	baseLimit int64
-	dirty     rangeSet // written since the base: only in the data file
-	valid     rangeSet // ⊇ dirty: the data file holds the true bytes here
+	// dirty ⊇ the bytes written since the base (and since the snapshot of
+	// any attempt in flight): only in the data file. Only commit of an
+	// attempt that saw every change clears it.
+	dirty rangeSet
+	valid rangeSet // ⊇ dirty: the data file holds the true bytes here
 	// Generations: gen counts modifications; the others record the gen
 	// that was closed (journaled as closed), made durable, asked to sync,
 	// and the gen of the last metadata change.
@@ -59,15 +62,20 @@ type File struct {
 	removed                                      bool // unlinked (or replaced); uploads nothing more
 	dropped                                      bool // durable and released: staging deleted, base is the object
 	uploads                                      []uploadRec
-	// deleteAfter: keys to delete once this file is durable (renamed from).
+	// deleteAfter: keys to delete once this file is durable (renamed
+	// from). Changed only by Manager.setDeletesLocked (with m.mu held too),
+	// which keeps Manager.delKeys in step.
 	deleteAfter []deleteRec
 	stream      *stream
 	noStream    bool // the store cannot stream (no Multipart)
 	uploading   bool // the upload loop goroutine is running
 	kickCh      chan struct{}
 	cancel      context.CancelCauseFunc // cancels the running attempt
-	lastErr     error
-	failedGen   uint64 // gen covered by the last failed attempt
+	// attemptsStarted and attemptsEnded number the attempts (one at a
+	// time): the running one is attemptsStarted when they differ.
+	attemptsStarted, attemptsEnded uint64
+	lastErr                        error
+	failedGen                      uint64 // gen covered by the last failed attempt
 	// final: lastErr is final, so the loop stops unless kicked since the
 	// failed attempt began (kicks counts kicks; finalKicks is the count
 	// when that attempt began).
@@ -389,6 +397,17 @@ func (f *File) openDataLocked() (*os.File, error) {
 // staging an empty sparse file. Caller holds jmu, Manager.mu and mu.
 func (f *File) resurrectLocked() {
 	f.dropped = false
+	delete(f.m.recent, f.target)
+	if !f.hasData { // a symlink: nothing staged
+		if _, taken := f.m.files[f.target]; taken {
+			f.removed = true
+			return
+		}
+		f.live, f.journaled = true, ""
+		f.m.byID[f.id] = f
+		f.m.files[f.target] = f
+		return
+	}
 	os.Remove(f.m.j.dataPath(f.id))
 	fd, err := f.m.j.createData(f.id)
 	if err == nil {
@@ -414,7 +433,7 @@ func (f *File) resurrectLocked() {
 // ensureLive resurrects a dropped file before a modification.
 func (f *File) ensureLive() {
 	f.mu.Lock()
-	dropped := f.dropped
+	dropped := f.dropped && f.hasData // a symlink is never modified
 	f.mu.Unlock()
 	if !dropped {
 		return

@@ -61,7 +61,10 @@ type Manager struct {
 	// gone: the last version writeback deleted at a key, so that OpenBase
 	// of a version seen just before its delete stats again (bounded by
 	// maxGone: cleared when full).
-	gone    map[Target]string
+	gone map[Target]string
+	// recent: files dropped (durable and released) a moment ago, by name,
+	// so that a Rename racing with the drop finds them (see lockForRename).
+	recent  map[Target]recentDrop
 	stopped bool
 
 	uploadedBytes, uploadedObjects, retries, failures atomic.Int64
@@ -101,6 +104,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		uploading: map[Target]*File{},
 		delKeys:   map[Target]int{},
 		gone:      map[Target]string{},
+		recent:    map[Target]recentDrop{},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := m.recover(); err != nil {

@@ -240,15 +240,22 @@ func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key stri
 
 // completeUpload completes up, an upload of size bytes to key. A retried
 // Complete whose first attempt landed fails with ErrNotFound (the upload
-// is gone): the object is then accepted if it has the expected size.
+// is gone): the object is then accepted if it is a new version (the key
+// is stat'ed before the Complete) of the expected size.
 func (f *File) completeUpload(ctx context.Context, st objstore.Store, up objstore.Upload, key string, size int64) (objstore.ObjectInfo, error) {
 	if err := acquire(ctx, f.m.small); err != nil {
 		f.abortUpload(up, key)
 		return objstore.ObjectInfo{}, err
 	}
+	before, err := st.Stat(ctx, key)
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		<-f.m.small
+		f.abortUpload(up, key)
+		return objstore.ObjectInfo{}, err
+	}
 	info, err := up.Complete(ctx)
 	if errors.Is(err, objstore.ErrNotFound) {
-		if got, serr := st.Stat(ctx, key); serr == nil && got.Size == size {
+		if got, serr := st.Stat(ctx, key); serr == nil && got.Size == size && got.Version != before.Version {
 			f.m.log.Debug("writeback: Complete was retried after it landed; the object is there", "key", key)
 			info, err = got, nil
 		}

@@ -3,6 +3,7 @@ package writeback
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // Rename re-keys the dirty file at from to the name to (same bucket, else
@@ -84,7 +85,12 @@ func (m *Manager) Rename(from, to Target) error {
 // name meanwhile, that one is returned.
 func (m *Manager) lockForRename(from Target) *File {
 	for {
-		f := m.Get(from)
+		m.mu.Lock()
+		f := m.files[from]
+		if f == nil {
+			f = m.recentDropLocked(from)
+		}
+		m.mu.Unlock()
 		if f == nil {
 			return nil
 		}
@@ -101,6 +107,37 @@ func (m *Manager) lockForRename(from Target) *File {
 		m.mu.Unlock()
 		f.jmu.Unlock()
 	}
+}
+
+// recentDrop is a file dropped at a time (see Manager.recent).
+type recentDrop struct {
+	f  *File
+	at time.Time
+}
+
+// Bounds of Manager.recent: entries older than recentTTL are ignored, and
+// the map is cleared when it holds maxRecent.
+const (
+	recentTTL = 2 * time.Second
+	maxRecent = 1024
+)
+
+// noteDropLocked remembers f, just dropped at its name. Caller holds m.mu.
+func (m *Manager) noteDropLocked(f *File) {
+	if len(m.recent) >= maxRecent {
+		clear(m.recent)
+	}
+	m.recent[f.target] = recentDrop{f: f, at: m.cfg.Now()}
+}
+
+// recentDropLocked returns the file dropped at t a moment ago, if no
+// other file lives there since. Caller holds m.mu.
+func (m *Manager) recentDropLocked(t Target) *File {
+	r, ok := m.recent[t]
+	if !ok || m.files[t] != nil || m.cfg.Now().Sub(r.at) > recentTTL {
+		return nil
+	}
+	return r.f
 }
 
 // baseVersionLocked returns the version of the object at t that live

@@ -269,3 +269,48 @@ func TestRenameSymlink(t *testing.T) {
 	}
 	e.wantNoObject("l")
 }
+
+// TestRenameJustDurable: a Rename racing with the file becoming durable
+// (the vfs saw it dirty; by the call it was dropped) still renames it.
+func TestRenameJustDurable(t *testing.T) {
+	for _, symlink := range []bool{false, true} {
+		t.Run(map[bool]string{false: "file", true: "symlink"}[symlink], func(t *testing.T) {
+			e := newEnv(t)
+			m := e.manager()
+			if symlink {
+				if err := m.Symlink(tgt("a"), "x"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				writeFile(t, m, "a", []byte("durable"))
+			}
+			drain(t, m)
+			waitFor(t, "the drop", func() bool { return m.Get(tgt("a")) == nil })
+			if err := m.Rename(tgt("a"), tgt("b")); err != nil {
+				t.Fatalf("Rename of a file dropped a moment ago: %v", err)
+			}
+			f := m.Get(tgt("b"))
+			if f == nil {
+				t.Fatal("no file at b after the rename")
+			}
+			if !f.HasBase("a") && !symlink {
+				t.Error("HasBase(a) = false: the vfs would delete a before b is durable")
+			}
+			if !f.HasBase("a") {
+				e.mem.Delete(context.Background(), "a", objstore.DeleteOptions{})
+			}
+			drain(t, m)
+			e.wantNoObject("a")
+			info, err := e.mem.Stat(context.Background(), "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if symlink && info.Metadata[MetaSymlink] != "x" {
+				t.Errorf("b: metadata %v", info.Metadata)
+			}
+			if !symlink {
+				e.wantObject("b", []byte("durable"))
+			}
+		})
+	}
+}

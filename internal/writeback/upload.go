@@ -192,13 +192,16 @@ func (f *File) attempt(data bool, key Target) (uint64, error) {
 		return 0, errCanceled
 	}
 	f.cancel = cancel
+	f.attemptsStarted++
+	number := f.attemptsStarted
 	snap := f.snapshotLocked()
 	f.truncMin = snap.size
 	f.mu.Unlock()
 	err := f.runAttempt(ctx, snap, data)
 	f.mu.Lock()
 	f.cancel = nil
-	close(f.done) // wakes readers waiting for the attempt to end
+	f.attemptsEnded = number
+	close(f.done) // wakes readers and endAttempt waiting for the attempt to end
 	f.done = make(chan struct{})
 	// The base was detached or replaced while the attempt read it: what it
 	// failed on is gone, so it is retried at once.
@@ -225,6 +228,29 @@ func (f *File) cancelAttemptLocked(cause error) {
 	if f.cancel != nil {
 		f.cancel(cause)
 	}
+}
+
+// endAttempt cancels the attempt running now, if any, with cause, and
+// waits until it has ended (its requests returned), or ctx ends. Attempts
+// started after the call are not waited for.
+func (f *File) endAttempt(ctx context.Context, cause error) error {
+	f.mu.Lock()
+	upTo := f.attemptsStarted
+	for f.attemptsEnded < upTo {
+		if f.cancel != nil {
+			f.cancel(cause)
+		}
+		done := f.done
+		f.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		f.mu.Lock()
+	}
+	f.mu.Unlock()
+	return nil
 }
 
 func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
@@ -338,10 +364,13 @@ func (f *File) tryFinish() bool {
 		(f.removed || (f.refs == 0 && f.gen == f.durableGen))
 	if ok {
 		f.live = false
-		f.dropped = !f.removed && f.hasData
+		f.dropped = !f.removed
 		delete(m.byID, f.id)
 		if m.files[f.target] == f {
 			delete(m.files, f.target)
+			if f.dropped {
+				m.noteDropLocked(f)
+			}
 		}
 		if f.fd != nil && f.refs == 0 {
 			f.fd.Close()

@@ -40,6 +40,10 @@ const (
 	MetaSymlink = "ferry-symlink"
 	MetaMode    = "ferry-mode"
 	MetaMtime   = "ferry-mtime"
+	// MetaUpload tags every object writeback uploads with a token unique
+	// to the upload, journaled before it: a restarted ferry recognises an
+	// upload that landed just before a crash (see README.md).
+	MetaUpload = "ferry-upload"
 )
 
 // Defaults used when a Config field is zero.

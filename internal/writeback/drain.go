@@ -174,7 +174,7 @@ func (m *Manager) drainState() drainView {
 		f.mu.Lock()
 		data := !f.removed && f.gen > f.durableGen
 		dels := len(f.deleteAfter) > 0
-		aborts := false
+		aborts := len(f.verify) > 0 // and checks of an earlier run's uploads
 		for _, u := range f.uploads {
 			aborts = aborts || !u.owned
 		}

@@ -62,6 +62,12 @@ type File struct {
 	removed                                      bool // unlinked (or replaced); uploads nothing more
 	dropped                                      bool // durable and released: staging deleted, base is the object
 	uploads                                      []uploadRec
+	// landing: the tokens the running attempt's object may carry
+	// (journaled); verify: the tokens of uploads of an earlier process to
+	// check before the first attempt (see checkLandings); tokens counts
+	// the tokens made.
+	landing, verify []landingRec
+	tokens          uint64
 	// deleteAfter: keys to delete once this file is durable (renamed
 	// from). Changed only by Manager.setDeletesLocked (with m.mu held too),
 	// which keeps Manager.delKeys in step.
@@ -356,6 +362,7 @@ func (f *File) recordLocked() *record {
 		MtimeSet:    f.mtimeSet,
 		Symlink:     f.symlink,
 		Uploads:     append([]uploadRec(nil), f.uploads...),
+		Landing:     append(append([]landingRec(nil), f.landing...), f.verify...),
 		DeleteAfter: append([]deleteRec(nil), f.deleteAfter...),
 	}
 	switch {

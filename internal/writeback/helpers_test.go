@@ -35,7 +35,7 @@ type env struct {
 	// landing: Puts ignore cancellation (a request already sent lands).
 	landing bool
 
-	mu    sync.Mutex // guards gates
+	mu    sync.Mutex // guards gates, and rec against setFaults (see store)
 	gates []*gate
 }
 
@@ -59,8 +59,19 @@ func (e *env) setFaults(cfg faulty.Config) {
 	if e.landing {
 		inner = &landingStore{Store: e.mem}
 	}
-	e.fs = faulty.New(inner, cfg)
-	e.rec = &recorder{Store: e.fs, mp: e.fs}
+	fs := faulty.New(inner, cfg)
+	e.mu.Lock()
+	e.fs = fs
+	e.rec = &recorder{Store: fs, mp: fs}
+	e.mu.Unlock()
+}
+
+// store returns the current recorder (setFaults may replace it while
+// uploads run).
+func (e *env) store() *recorder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rec
 }
 
 // gate holds back the calls it matches until it is released. It blocks in

@@ -230,7 +230,7 @@ func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key stri
 		return nil, err
 	}
 	f.mu.Lock()
-	f.uploads = append(f.uploads, uploadRec{Key: key, ID: up.ID(), owned: true})
+	f.uploads = append(f.uploads, uploadRec{Key: key, ID: up.ID(), Token: opts.Metadata[MetaUpload], owned: true})
 	f.mu.Unlock()
 	if err := f.writeRecord(); err != nil {
 		f.m.log.Warn("writeback: journal", "path", key, "err", err)

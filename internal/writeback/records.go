@@ -35,9 +35,12 @@ type record struct {
 	// Dirty lists the [off, end) ranges whose bytes are in the data file;
 	// other ranges below Base.Limit come from the base object. Unused
 	// without a base (the data file is then the whole content).
-	Dirty       [][2]int64  `json:"dirty,omitempty"`
-	Uploads     []uploadRec `json:"uploads,omitempty"`
-	DeleteAfter []deleteRec `json:"delete_after,omitempty"`
+	Dirty   [][2]int64  `json:"dirty,omitempty"`
+	Uploads []uploadRec `json:"uploads,omitempty"`
+	// Landing: the upload in progress, by the token its object carries
+	// (MetaUpload): recovery checks whether it landed.
+	Landing     []landingRec `json:"landing,omitempty"`
+	DeleteAfter []deleteRec  `json:"delete_after,omitempty"`
 }
 
 // baseRec is the object whose bytes a file's clean ranges come from.
@@ -51,12 +54,20 @@ type baseRec struct {
 
 // uploadRec is a multipart upload that must be completed or aborted.
 type uploadRec struct {
-	Key string `json:"key"`
-	ID  string `json:"id"`
+	Key   string `json:"key"`
+	ID    string `json:"id"`
+	Token string `json:"token,omitempty"` // MetaUpload of the object it makes
 	// owned (not journaled): a running stream or attempt of this process
 	// created the upload and completes or aborts it itself. Uploads not
 	// owned (recovered from the journal) are aborted by the next attempt.
 	owned bool
+}
+
+// landingRec is an upload that may have landed at Key, as an object whose
+// MetaUpload metadata is Token.
+type landingRec struct {
+	Key   string `json:"key"`
+	Token string `json:"token"`
 }
 
 // deleteRec is a key to delete once the file is durable under its new

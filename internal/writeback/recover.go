@@ -55,6 +55,9 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 	}
 	path := r.Target.String()
 	upload := winner && (r.State == stateClosed || (r.State == stateOpen && r.Reopened))
+	// What landed at the file's own name stays there when the file is
+	// durable, or was never closed (a Sync may have made it durable).
+	f.verifyFrom(r, r.State == stateUploaded || (r.State == stateOpen && !upload))
 	switch {
 	case upload:
 		f.restore(r)
@@ -76,7 +79,7 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 			m.log.Warn("writeback: superseded staged file discarded", "path", path)
 		}
 		f.removed = true
-		if len(f.uploads) == 0 {
+		if len(f.uploads) == 0 && len(f.verify) == 0 {
 			if err := m.j.remove(r.ID); err != nil {
 				m.log.Warn("writeback: remove staging", "path", path, "err", err)
 			}

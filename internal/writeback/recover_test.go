@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -242,9 +243,10 @@ func TestRetriedCompleteThatLanded(t *testing.T) {
 	writeFile(t, m, "k", data)
 	drain(t, m)
 	e.wantObject("k", data)
-	if !lost.done {
+	if lost.mu.Lock(); !lost.done {
 		t.Fatal("the answer of Complete was never lost")
 	}
+	lost.mu.Unlock()
 }
 
 // TestRetriedCopyThatLanded: the same for an in-place metadata copy.
@@ -264,21 +266,32 @@ func TestRetriedCopyThatLanded(t *testing.T) {
 	f.Release()
 	drain(t, m)
 	info, _ := e.mem.Stat(context.Background(), "k")
+	lost.mu.Lock()
+	defer lost.mu.Unlock()
 	if info.Metadata[MetaMode] != "600" || !lost.done {
 		t.Fatalf("metadata %v, answer lost %v", info.Metadata, lost.done)
 	}
 }
 
-// lostAnswer loses the answer of the first successful call of op.
+// lostAnswer loses the answer of the first successful call of op: err
+// comes back instead (default: a retryable transport error).
 type lostAnswer struct {
-	op   string
-	done bool // guarded by the test's single upload
+	op  string
+	err error
+
+	mu   sync.Mutex // guards done
+	done bool
 }
 
 func (l *lostAnswer) lose(op string, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err == nil && op == l.op && !l.done {
 		l.done = true
-		return syscall.ECONNRESET // retryable: a transport error
+		if l.err != nil {
+			return l.err
+		}
+		return syscall.ECONNRESET
 	}
 	return err
 }
@@ -309,4 +322,40 @@ type lostAnswerUpload struct {
 func (u *lostAnswerUpload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
 	info, err := u.Upload.Complete(ctx)
 	return info, u.l.lose("Complete", err)
+}
+
+// TestLandedAnswerLost: a Complete lands but its answer is a final error;
+// the file's own base is then gone. The next attempt finds the object by
+// its token and uploads on top of it, in this process or (crash) the next.
+func TestLandedAnswerLost(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same process", true: "after a crash"}[crash], func(t *testing.T) {
+			e := newEnv(t)
+			lost := &lostAnswer{op: "Complete", err: &objstore.Error{Provider: "test", Op: "Complete", Status: 400, Err: errors.New("answer lost")}}
+			resolve := func(context.Context, string, string) (objstore.Store, error) {
+				return &lostAnswerStore{recorder: e.rec, l: lost}, nil
+			}
+			cfg := e.config()
+			m, err := New(context.Background(), cfg, resolve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig := pattern(6*testPart, 8)
+			e.putObject("big", orig)
+			f := openBase(t, e, m, "big")
+			f.WriteAt([]byte("tail"), int64(len(orig)))
+			f.Release()
+			waitFor(t, "the lost answer", func() bool { lost.mu.Lock(); defer lost.mu.Unlock(); return lost.done })
+			if crash {
+				waitFor(t, "the failure", func() bool { return m.Stats().Failures > 0 })
+				m.Close()
+				if m, err = New(context.Background(), cfg, resolve); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer m.Close()
+			drain(t, m)
+			e.wantObject("big", append(orig, "tail"...))
+		})
+	}
 }

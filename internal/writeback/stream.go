@@ -36,7 +36,8 @@ type stream struct {
 	next      int             // next part to consider
 	parts     map[int]*streamPart
 	finishing bool
-	err       error // the stream could not start
+	token     string // MetaUpload of the object the stream makes
+	err       error  // the stream could not start
 }
 
 // streamPart is the state of one part (guarded by File.mu).
@@ -146,6 +147,8 @@ func (s *stream) pump() {
 	f.mu.Lock()
 	t := f.target
 	md := f.metadataLocked()
+	s.token = f.newTokenLocked()
+	md[MetaUpload] = s.token
 	f.mu.Unlock()
 	st, err := m.resolve(s.ctx, t.Scheme, t.Bucket)
 	if err != nil {

@@ -229,8 +229,29 @@ func (v *miniVFS) step() {
 // the model. Run it with -race.
 func TestConcurrentStress(t *testing.T) {
 	for _, seed := range stressSeeds() {
-		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { stress(t, seed) })
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { stress(t, seed, false) })
 	}
+}
+
+// TestConcurrentStressCrash is TestConcurrentStress, except that at the
+// end every new request to the store hangs and the manager is abandoned
+// (as a SIGKILL leaves it); a new manager on the same directory must then
+// make the bucket match the model.
+func TestConcurrentStressCrash(t *testing.T) {
+	for _, seed := range stressSeeds() {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { stress(t, seed, true) })
+	}
+}
+
+// hangWrites makes every request that changes the bucket hang.
+func hangWrites() faulty.Config {
+	return faulty.Config{Stall: func(op, key string) time.Duration {
+		switch op {
+		case faulty.OpStat, faulty.OpNewReader, faulty.OpRead, faulty.OpList:
+			return 0
+		}
+		return faulty.Forever
+	}}
 }
 
 // stressSeeds returns the seeds to run: two by default, more with
@@ -245,7 +266,7 @@ func stressSeeds() []uint64 {
 
 var stressRounds = flag.Int("stress.seeds", 2, "seeds of TestConcurrentStress to run")
 
-func stress(t *testing.T, seed uint64) {
+func stress(t *testing.T, seed uint64, crash bool) {
 	e := newEnv(t)
 	failing := map[string]float64{}
 	for _, op := range []string{faulty.OpPut, faulty.OpUploadPart, faulty.OpCopyPart, faulty.OpComplete, faulty.OpCopy, faulty.OpCreateUpload, faulty.OpDelete} {
@@ -256,13 +277,14 @@ func stress(t *testing.T, seed uint64) {
 	cfg.StreamAfter = 2 * testPart
 	cfg.Concurrency = 3
 	cfg.SmallConcurrency = 6
-	m, err := New(context.Background(), cfg, func(context.Context, string, string) (objstore.Store, error) {
-		return objstore.WithRetry(e.rec, objstore.RetryPolicy{Base: time.Millisecond, Max: 4 * time.Millisecond, MaxAttempts: 3}), nil
-	})
+	resolve := func(context.Context, string, string) (objstore.Store, error) {
+		return objstore.WithRetry(e.store(), objstore.RetryPolicy{Base: time.Millisecond, Max: 4 * time.Millisecond, MaxAttempts: 3}), nil
+	}
+	m, err := New(context.Background(), cfg, resolve)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer func() { m.Close() }()
 	const workers, steps = 6, 120
 	vs := make([]*miniVFS, workers)
 	var wg sync.WaitGroup
@@ -281,6 +303,15 @@ func stress(t *testing.T, seed uint64) {
 		}()
 	}
 	wg.Wait()
+	if crash {
+		e.setFaults(hangWrites())
+		time.Sleep(100 * time.Millisecond) // requests sent to the old store end
+		m.Close()
+		e.setFaults(faulty.Config{})
+		if m, err = New(context.Background(), cfg, resolve); err != nil {
+			t.Fatal(err)
+		}
+	}
 	drain(t, m)
 	for _, v := range vs {
 		for _, k := range v.keys {

@@ -84,6 +84,7 @@ func (f *File) wantsLocked() (data, cleanup bool) {
 	for _, u := range f.uploads {
 		cleanup = cleanup || !u.owned
 	}
+	cleanup = cleanup || len(f.verify) > 0
 	if len(f.deleteAfter) > 0 && (f.removed || f.gen == f.durableGen) {
 		cleanup = true
 	}
@@ -196,10 +197,24 @@ func (f *File) attempt(data bool, key Target) (uint64, error) {
 	number := f.attemptsStarted
 	snap := f.snapshotLocked()
 	f.truncMin = snap.size
+	if data {
+		f.landing = snap.tagLocked(f)
+	}
 	f.mu.Unlock()
+	if data { // journal the tokens before anything can land
+		if err := f.writeRecord(); err != nil {
+			f.m.log.Warn("writeback: journal", "path", snap.target.String(), "err", err)
+		}
+	}
 	err := f.runAttempt(ctx, snap, data)
 	f.mu.Lock()
 	f.cancel = nil
+	if err != nil {
+		// It may have landed all the same (an answer lost): the next
+		// attempt checks.
+		f.verify = append(f.verify, f.landing...)
+	}
+	f.landing = nil
 	f.attemptsEnded = number
 	close(f.done) // wakes readers and endAttempt waiting for the attempt to end
 	f.done = make(chan struct{})
@@ -259,6 +274,9 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 	if err != nil {
 		return err
 	}
+	if err := f.checkLandings(ctx, st); err != nil {
+		return err
+	}
 	if err := f.abortStale(ctx, st, snap.stale); err != nil {
 		return err
 	}
@@ -311,6 +329,7 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 // may have deleted the object meanwhile.
 func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed bool) (ok, kept bool, replaced string) {
 	f.mu.Lock()
+	f.landing = nil // what landed is known now
 	moved := renamed || f.removed || !f.live || f.target != snap.target
 	if f.hasData && !moved && !durable {
 		f.rebaseLocked(snap, info) // landed without all its metadata
@@ -360,7 +379,7 @@ func (f *File) tryFinish() bool {
 	defer f.jmu.Unlock()
 	m.mu.Lock()
 	f.mu.Lock()
-	ok := f.live && f.stream == nil && len(f.deleteAfter) == 0 && len(f.uploads) == 0 &&
+	ok := f.live && f.stream == nil && len(f.deleteAfter) == 0 && len(f.uploads) == 0 && len(f.verify) == 0 &&
 		(f.removed || (f.refs == 0 && f.gen == f.durableGen))
 	if ok {
 		f.live = false

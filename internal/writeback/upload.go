@@ -408,9 +408,11 @@ func (f *File) tryFinish() bool {
 	return ok
 }
 
-// Sync makes the file durable now (fsync), even while handles are open,
-// and returns the error of the upload attempt if it fails. A removed file
-// syncs trivially.
+// Sync makes the file durable now (fsync), even while handles are open:
+// it uploads a snapshot and returns nil once that is in the bucket, or the
+// error of the upload attempt (objstore errors after the store's own
+// retries), ctx's error, or an error when the manager closes first. A
+// removed file syncs trivially.
 func (f *File) Sync(ctx context.Context) error {
 	f.mu.Lock()
 	if !f.live || f.removed || f.gen == f.durableGen {
@@ -438,6 +440,12 @@ func (f *File) Sync(ctx context.Context) error {
 		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-f.m.ctx.Done():
+			return errClosed
 		}
 	}
 }
+
+// errClosed is returned by Sync when the manager closes before the file
+// is durable (its staged data stays for the next process).
+var errClosed = errors.New("writeback: closed before the file was durable")

@@ -276,6 +276,10 @@ func TestRenameJustDurable(t *testing.T) {
 	for _, symlink := range []bool{false, true} {
 		t.Run(map[bool]string{false: "file", true: "symlink"}[symlink], func(t *testing.T) {
 			e := newEnv(t)
+			// Hold every call on b so the renamed file cannot become
+			// durable (and be dropped) before the test looks at it.
+			g := e.gate(func(_, key string) bool { return key == "b" })
+			e.setFaults(faulty.Config{Stall: g.stall})
 			m := e.manager()
 			if symlink {
 				if err := m.Symlink(tgt("a"), "x"); err != nil {
@@ -299,6 +303,7 @@ func TestRenameJustDurable(t *testing.T) {
 			if !f.HasBase("a") {
 				e.mem.Delete(context.Background(), "a", objstore.DeleteOptions{})
 			}
+			g.release()
 			drain(t, m)
 			e.wantNoObject("a")
 			info, err := e.mem.Stat(context.Background(), "b")

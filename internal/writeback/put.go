@@ -107,12 +107,27 @@ func (m *Manager) put(ctx context.Context, st objstore.Store, key string, src io
 	if err := acquire(ctx, sem); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	info, err := st.Put(ctx, key, src, size, opts)
+	info, err := st.Put(m.sendCtx(ctx), key, src, size, opts)
 	<-sem
 	if err == nil {
 		m.uploadedBytes.Add(size)
 	}
 	return info, err
+}
+
+// sendCtx is the context of a request that makes an object appear (Put,
+// Complete, Copy) on behalf of an attempt whose context is ctx. Once such
+// a request is sent, cancelling it does not stop it from landing (the
+// server may commit it after the client has gone), and an object that
+// lands unseen is a stray nobody deletes. So a rename or remove does not
+// cancel it: the attempt waits for the answer, and then knows what to
+// delete. Only the manager's own shutdown cuts it short. If ctx is done
+// already, the request is not sent.
+func (m *Manager) sendCtx(ctx context.Context) context.Context {
+	if ctx.Err() != nil {
+		return ctx
+	}
+	return m.ctx
 }
 
 // fillPart copies into the staging file the base bytes of r that it lacks.
@@ -253,7 +268,7 @@ func (f *File) completeUpload(ctx context.Context, st objstore.Store, up objstor
 		f.abortUpload(up, key)
 		return objstore.ObjectInfo{}, err
 	}
-	info, err := up.Complete(ctx)
+	info, err := up.Complete(f.m.sendCtx(ctx))
 	if errors.Is(err, objstore.ErrNotFound) {
 		if got, serr := st.Stat(ctx, key); serr == nil && got.Size == size && got.Version != before.Version {
 			f.m.log.Debug("writeback: Complete was retried after it landed; the object is there", "key", key)
@@ -336,7 +351,7 @@ func (m *Manager) copyObject(ctx context.Context, st objstore.Store, src, dst, v
 		return objstore.ObjectInfo{}, err
 	}
 	defer func() { <-m.small }()
-	info, err := st.Copy(ctx, src, dst, objstore.CopyOptions{IfVersion: version, Metadata: md})
+	info, err := st.Copy(m.sendCtx(ctx), src, dst, objstore.CopyOptions{IfVersion: version, Metadata: md})
 	if src == dst && errors.Is(err, objstore.ErrPrecondition) {
 		if got, serr := st.Stat(ctx, dst); serr == nil && got.Size == size && sameMetadata(got.Metadata, md) {
 			return got, nil

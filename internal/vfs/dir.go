@@ -197,15 +197,25 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 	if err != nil {
 		return err
 	}
-	page, err := st.List(ctx, objstore.ListOptions{Prefix: l.dirPrefix(), MaxKeys: 2})
-	if err != nil {
-		fs.logErr("rmdir", l, err)
-		return err
-	}
-	for _, o := range page.Objects {
-		if o.Key != l.dirPrefix() {
-			return syscall.ENOTEMPTY
+	// Old names of renamed files, deleted once the new name is durable,
+	// are gone for the task already (see Readdir).
+	ghosts := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, l.dirPrefix())
+	opts := objstore.ListOptions{Prefix: l.dirPrefix(), MaxKeys: 2 + len(ghosts)}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			fs.logErr("rmdir", l, err)
+			return err
 		}
+		for _, o := range page.Objects {
+			if _, ghost := slices.BinarySearch(ghosts, o.Key); o.Key != l.dirPrefix() && !ghost {
+				return syscall.ENOTEMPTY
+			}
+		}
+		if page.NextToken == "" {
+			break
+		}
+		opts.Token = page.NextToken
 	}
 	if err := st.Delete(ctx, l.dirPrefix(), objstore.DeleteOptions{}); err != nil {
 		fs.logErr("rmdir", l, err)

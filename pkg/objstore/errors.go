@@ -65,7 +65,9 @@ func (e *Error) Unwrap() []error {
 
 // Retryable reports whether err is worth retrying: throttling, 5xx, 408,
 // timeouts and transport failures. Not found, precondition, permission,
-// unsupported and context cancellation are final.
+// unsupported and context cancellation are final. An error with a 2xx
+// status is a success answer broken in transit (a body cut short, a
+// document that does not parse): a transport failure, so retryable.
 func Retryable(err error) bool {
 	if err == nil {
 		return false
@@ -80,7 +82,8 @@ func Retryable(err error) bool {
 	}
 	var e *Error
 	if errors.As(err, &e) && e.Status != 0 {
-		return e.Status >= 500 || e.Status == 408 || e.Status == 429
+		return e.Status >= 500 || e.Status == 408 || e.Status == 429 ||
+			(e.Status >= 200 && e.Status < 300)
 	}
 	return true // transport and unknown errors
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test`, `make demo` and `make bench` need on a fresh Debian machine:
-# Debian packages (fuse3, fio, awscli deps, samtools, …) and the test servers (MinIO,
-# fake-gcs-server, Azurite, toxiproxy) into the project-local tools dir ($TOOLS, default .tools).
+# Debian packages (fuse3, fio, awscli deps, samtools, docker.io for the container tests, …)
+# and the test servers (MinIO, fake-gcs-server, Azurite, toxiproxy) into the project-local
+# tools dir ($TOOLS, default .tools).
 # Idempotent: what is already installed is skipped. Versions are pinned.
 # usage: scripts/setup.sh [apt] [minio] [fakegcs] [azurite] [toxiproxy]   (no args = all)
 set -euo pipefail
@@ -26,7 +27,7 @@ for it in "${items[@]}"; do
   case $it in
     apt)
       need=()
-      for p in fuse3 fio samtools curl python3 bubblewrap; do
+      for p in fuse3 fio samtools curl python3 bubblewrap docker.io; do
         dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
       done
       command -v aws >/dev/null 2>&1 || need+=(awscli)

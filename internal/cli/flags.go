@@ -82,6 +82,20 @@ func sizeFlag(get func(*config.Config) *int64) (func(*pflag.FlagSet, *config.Con
 		}
 }
 
+func boolFlag(get func(*config.Config) *bool) (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+	return func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+			p := get(c)
+			fs.BoolVar(p, name, *p, usage)
+		}, func(c *config.Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return err
+			}
+			*get(c) = b
+			return nil
+		}
+}
+
 type sizeValue struct{ p *int64 }
 
 func (s *sizeValue) String() string {
@@ -114,6 +128,10 @@ var flagDefs = []flagDef{
 	def("cache-dir", "staging and cache directory (local disk)", []string{"FERRY_CACHE_DIR", "FUSION_CACHE_LOCATION"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.CacheDir })
+		}),
+	def("allow-other", "let users other than the one running ferry use the mount (FUSE allow_other; as non-root it needs user_allow_other in /etc/fuse.conf)", []string{"FERRY_ALLOW_OTHER"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return boolFlag(func(c *config.Config) *bool { return &c.AllowOther })
 		}),
 	def("cache-size", "byte limit of the read cache, e.g. 100G; FUSION_CACHE_SIZE uses Nextflow's <MB>M form (auto = a share of free space)", []string{"FERRY_CACHE_SIZE", "FUSION_CACHE_SIZE"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {

@@ -14,6 +14,7 @@ type Config struct {
 	MountPoint string // where /fusion is mounted
 	CacheDir   string // staging (writeback) and block cache root
 	CacheSize  int64  // byte limit of the block cache; 0 = automatic
+	AllowOther bool   // FUSE allow_other: users other than ferry's may use the mount
 
 	StatTTL     time.Duration // how long a stat result is trusted
 	ListTTL     time.Duration // how long a directory listing is trusted

@@ -19,6 +19,10 @@ type Options struct {
 	// EntryTimeout and AttrTimeout bound how long the kernel trusts names
 	// and attributes (default 1 s).
 	EntryTimeout, AttrTimeout time.Duration
+	// AllowOther lets users other than the one running ferry use the
+	// mount (FUSE allow_other). Off by default: only ferry's user (and
+	// root) see the files.
+	AllowOther bool
 }
 
 // Server is a mounted file system.
@@ -49,9 +53,7 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		Debug:                opts.Debug,
 		EnableLocks:          false,
 		IgnoreSecurityLabels: true,
-	}
-	if os.Geteuid() == 0 {
-		mo.AllowOther = true
+		AllowOther:           opts.AllowOther,
 	}
 	srv, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions:    mo,

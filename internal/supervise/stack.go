@@ -144,7 +144,7 @@ func (s *stack) mount() error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("/dev/fuse is not available (run the container with --device /dev/fuse --cap-add SYS_ADMIN): %w", err)
 	}
-	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{Metrics: metrics.NewFUSE(s.reg)})
+	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{Metrics: metrics.NewFUSE(s.reg), AllowOther: s.cfg.AllowOther})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -60,7 +61,7 @@ type Cache struct {
 	idle     list.List           // of *segFile in files with refs == 0, most recent first
 	inflight map[blockID]*flight // blocks being fetched
 	queue    [nPrio]list.List    // of *job not started yet, by priority
-	fills    map[objID]bool      // objects being warmed in the background
+	fills    map[objID]time.Time // objects being warmed in the background (zero time) or warmed whole at a time
 }
 
 // New opens (creating if needed) the cache in cfg.Dir and starts its fetch
@@ -87,7 +88,7 @@ func New(cfg Config) (*Cache, error) {
 		objSegs:    map[objID]int{},
 		files:      map[segID]*segFile{},
 		inflight:   map[blockID]*flight{},
-		fills:      map[objID]bool{},
+		fills:      map[objID]time.Time{},
 	}
 	chunk := chunkSize(cfg.BlockSize)
 	c.scratch.New = func() any { b := make([]byte, chunk); return &b }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Prefetch warms the cache with the whole of ref, keeping up to one GET per
@@ -21,15 +22,32 @@ func (c *Cache) Prefetch(ctx context.Context, ref Ref, progress func(done int64)
 	return c.warm(ctx, o, prioReadahead, int64(c.nworkers)*c.partBlocks, progress)
 }
 
+// refillAfter is how long after a background fill of an object completed
+// random reads of it do not start another one (its blocks are there unless
+// evicted since; a fill that finds them all present still walks them).
+const refillAfter = 30 * time.Second
+
+// maxFills bounds Cache.fills: done entries are forgotten when it is full.
+const maxFills = 4096
+
 // startFill warms o in the background at fill priority, once per object
-// at a time (Config.FillRandomUpTo).
+// at a time (Config.FillRandomUpTo), and not again within refillAfter of
+// a fill that completed.
 func (c *Cache) startFill(o *object) {
 	c.mu.Lock()
-	if c.closed || c.fills[o.id] {
+	at, seen := c.fills[o.id]
+	if c.closed || (seen && (at.IsZero() || time.Since(at) < refillAfter)) {
 		c.mu.Unlock()
 		return
 	}
-	c.fills[o.id] = true
+	if len(c.fills) >= maxFills {
+		for id, t := range c.fills {
+			if !t.IsZero() {
+				delete(c.fills, id)
+			}
+		}
+	}
+	c.fills[o.id] = time.Time{}
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go func() {
@@ -39,7 +57,11 @@ func (c *Cache) startFill(o *object) {
 			c.log.Warn("block cache: background fill", "key", o.ref.Key, "err", err)
 		}
 		c.mu.Lock()
-		delete(c.fills, o.id)
+		if err == nil {
+			c.fills[o.id] = time.Now()
+		} else {
+			delete(c.fills, o.id)
+		}
 		c.mu.Unlock()
 	}()
 }

@@ -58,8 +58,12 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	return uint32(n), 0
 }
 
-// Flush is called on every close(2); the data is already staged.
-func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
+// Flush is called on every close(2) (synchronously, unlike Release): the
+// data is staged already; the file is journaled as closed.
+func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
+	defer h.obs("flush", time.Now(), &errno)
+	return vfs.Errno(h.h.Flush())
+}
 
 // Fsync makes the file durable in the bucket.
 func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {

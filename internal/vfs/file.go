@@ -245,6 +245,19 @@ func (h *Handle) Fsync(ctx context.Context) error {
 	return err
 }
 
+// Flush is a close(2) of a descriptor of the handle: a written file is
+// journaled as closed before close returns (the kernel's release comes
+// later, asynchronously), so that a ferry killed meanwhile still uploads
+// it at its next start. The returned error is a staging error.
+func (h *Handle) Flush() error {
+	if h.wf == nil {
+		return nil
+	}
+	err := h.wf.Flush()
+	h.fs.logErr("flush", h.loc, err)
+	return err
+}
+
 // Release closes the handle. For a written file, the data is staged on
 // local disk and queued for upload; the returned error is a staging error.
 func (h *Handle) Release() error {

@@ -1,15 +1,19 @@
-# Builds the static ferry binary and a minimal image that carries it at
-# /usr/bin/fusion (the Nextflow drop-in path) and /usr/bin/ferry.
-# Use it as a base (FROM … AS ferry; COPY --from=ferry /usr/bin/ferry …) or as
-# an init container that copies the binary into a shared emptyDir.
+# ferry from source: a static binary in a FROM scratch image, at
+# /usr/bin/ferry and /usr/bin/fusion (the Nextflow drop-in path), with /tmp
+# (default cache), /fusion (mount point) and the CA bundle.
+#   docker build --build-arg VERSION=$(git describe --tags --always) -t ferry .
+# Without a registry (or with a prebuilt bin/ferry) use `make image`, which
+# builds the same final stage from deploy/docker/Dockerfile.prebuilt.
+# Run it with --device /dev/fuse --cap-add SYS_ADMIN; bake it into a task
+# image with deploy/docker/Dockerfile.task.
 FROM golang:1.26 AS build
+ARG VERSION=dev
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN make build
+RUN make build VERSION="$VERSION" && ./scripts/rootfs.sh image bin/ferry /rootfs
 
-FROM busybox:stable
-COPY --from=build /src/bin/ferry /usr/bin/ferry
-RUN ln -s ferry /usr/bin/fusion
+FROM scratch
+COPY --from=build /rootfs/ /
 ENTRYPOINT ["/usr/bin/fusion"]

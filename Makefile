@@ -1,4 +1,4 @@
-# ferry: make build | test | demo | bench | bench-quick | soak | setup | lint
+# ferry: make build | test | demo | bench | bench-quick | soak | setup | lint | image | layer
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -10,7 +10,7 @@ TOOLS ?= $(CURDIR)/.tools
 export TOOLS
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: build test unit integration demo bench bench-quick soak setup lint clean
+.PHONY: build test unit integration demo bench bench-quick soak setup lint clean image layer
 
 build: bin/ferry
 
@@ -41,6 +41,19 @@ bench-quick: setup build
 
 soak: setup build
 	FERRY_SOAK=1 CGO_ENABLED=1 $(GO) test -count=1 -timeout 60m -run Soak ./...
+
+# The ferry image (FROM scratch, /usr/bin/ferry and /usr/bin/fusion) from
+# bin/ferry, tagged ferry:$(VERSION) and ferry:latest, on $$DOCKER_HOST, else
+# the default engine, else a private dockerd it starts under .tools/run
+# (scripts/dockerd.sh stop stops it). IMAGE=name renames it.
+image: build
+	VERSION='$(VERSION)' ./scripts/image.sh
+
+# bin/fusion-layer.tar.gz + bin/fusion-layer.json for Nextflow's
+# fusion.containerConfigUrl (Wave). LAYER_URL=https://… is where the tarball
+# will be downloaded from (upload it there).
+layer: build
+	./scripts/layer.sh
 
 clean:
 	rm -rf bin

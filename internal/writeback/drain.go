@@ -113,7 +113,7 @@ wait:
 	}
 	st := m.drainState()
 	for _, f := range st.aborts {
-		m.log.Warn("writeback: a multipart upload of an earlier process could not be aborted yet; a bucket lifecycle rule will remove it", "path", f.Target().String())
+		m.log.Warn("writeback: a multipart upload could not be aborted; its record stays, and the next ferry on this cache directory aborts it", "path", f.Target().String())
 	}
 	if len(st.failed) == 0 {
 		return nil

@@ -285,21 +285,56 @@ func (f *File) completeUpload(ctx context.Context, st objstore.Store, up objstor
 }
 
 // abortUpload aborts up (with a context of its own: the attempt's may be
-// cancelled) and forgets it; when the manager is closing it is left in
-// the journal for the next process to abort.
+// cancelled) and forgets it (see settleAbort); when the manager is
+// closing it is left in the journal for the next process to abort.
 func (f *File) abortUpload(up objstore.Upload, key string) {
 	if f.m.ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(f.m.ctx, abortTimeout)
 	defer cancel()
-	if err := up.Abort(ctx); err != nil {
-		if f.m.ctx.Err() != nil {
-			return
-		}
-		f.m.log.Warn("writeback: abort multipart upload", "key", key, "upload", up.ID(), "err", err)
+	err := up.Abort(ctx)
+	if err != nil && f.m.ctx.Err() != nil {
+		return
 	}
-	f.forgetUpload(up.ID())
+	f.settleAbort(up.ID(), key, err)
+}
+
+// settleAbort records the outcome err of aborting the multipart upload
+// id. An aborted upload is forgotten, and so is one whose abort failed
+// for good (a lifecycle rule must remove it). After an error worth
+// retrying (an outage) the upload is kept, no longer owned: the file's
+// next attempt aborts it, or, since its record keeps it, the next ferry
+// on the same directory does.
+func (f *File) settleAbort(id, key string, err error) {
+	if err == nil || !objstore.Retryable(err) {
+		if err != nil {
+			f.m.log.Warn("writeback: could not abort a multipart upload; a bucket lifecycle rule must remove it", "key", key, "upload", id, "err", err)
+		}
+		f.forgetUpload(id)
+		return
+	}
+	f.m.log.Info("writeback: could not abort a multipart upload yet; it is retried later", "key", key, "upload", id, "err", err)
+	f.mu.Lock()
+	for i := range f.uploads {
+		if f.uploads[i].ID == id {
+			f.uploads[i].owned = false
+		}
+	}
+	f.mu.Unlock()
+}
+
+// staleUploads reports whether multipart uploads are left to abort (see
+// settleAbort).
+func (f *File) staleUploads() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, u := range f.uploads {
+		if !u.owned {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *File) forgetUpload(id string) {
@@ -314,29 +349,29 @@ func (f *File) forgetUpload(id string) {
 	f.mu.Unlock()
 }
 
-// abortStale aborts multipart uploads left by cancelled attempts or by an
-// earlier process. Failures are logged and forgotten (an orphan upload
-// costs storage, never data).
+// abortStale aborts multipart uploads left by cancelled attempts, failed
+// aborts or an earlier process. An upload whose abort fails is kept for
+// a later attempt (see settleAbort); that never holds back the file's
+// data (an orphan upload costs storage, never data).
 func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []uploadRec) error {
 	if len(stale) == 0 {
 		return nil
 	}
 	mp, _ := st.(objstore.Multipart)
 	for _, u := range stale {
-		if mp != nil {
-			if err := acquire(ctx, f.m.small); err != nil {
-				return err
-			}
-			err := mp.AbortUpload(ctx, u.Key, u.ID)
-			<-f.m.small
-			if err != nil {
-				if ctx.Err() != nil {
-					return context.Cause(ctx)
-				}
-				f.m.log.Warn("writeback: abort multipart upload", "key", u.Key, "upload", u.ID, "err", err)
-			}
+		if mp == nil {
+			f.forgetUpload(u.ID)
+			continue
 		}
-		f.forgetUpload(u.ID)
+		if err := acquire(ctx, f.m.small); err != nil {
+			return err
+		}
+		err := mp.AbortUpload(ctx, u.Key, u.ID)
+		<-f.m.small
+		if err != nil && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		f.settleAbort(u.ID, u.Key, err)
 	}
 	return f.writeRecord()
 }

@@ -18,6 +18,12 @@ var (
 	errDetached = errors.New("writeback: upload cancelled: its base is being detached")
 )
 
+// errAbortsLeft ends an attempt that did everything else but abort a
+// multipart upload (see settleAbort). It is final: the upload loop stops
+// until kicked again (Drain kicks it once more); a record keeps the
+// upload for the next process.
+var errAbortsLeft = errors.New("writeback: a multipart upload could not be aborted yet")
+
 // snapshot is what one upload attempt uploads.
 type snapshot struct {
 	gen, metaGen uint64
@@ -137,7 +143,7 @@ func (f *File) uploadLoop() {
 		case errors.Is(err, errCanceled):
 			continue
 		}
-		final := !objstore.Retryable(err)
+		final := !objstore.Retryable(err) || errors.Is(err, errAbortsLeft)
 		f.mu.Lock()
 		f.lastErr, f.failedGen, f.final, f.finalKicks = err, gen, final, kicks
 		close(f.done)
@@ -148,8 +154,10 @@ func (f *File) uploadLoop() {
 		if final {
 			// The top of the loop stops it, unless a kick (Sync, a new
 			// change, Drain) came since the attempt began.
-			m.failures.Add(1)
-			m.log.Warn("writeback: upload failed", "path", t.String(), "err", err)
+			if !errors.Is(err, errAbortsLeft) { // logged by settleAbort
+				m.failures.Add(1)
+				m.log.Warn("writeback: upload failed", "path", t.String(), "err", err)
+			}
 			continue
 		}
 		m.retries.Add(1)
@@ -311,6 +319,9 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 		if err := f.writeRecord(); err != nil {
 			m.log.Warn("writeback: journal", "path", snap.target.String(), "err", err)
 		}
+	}
+	if f.staleUploads() {
+		return errAbortsLeft
 	}
 	return nil
 }

@@ -58,8 +58,10 @@ const (
 
 // Config tunes a Manager. Zero fields take the documented defaults.
 type Config struct {
-	// Dir is the staging root; it is created 0700 and holds one journal
-	// record (<id>.json) and one data file (<id>.data, 0600) per dirty file.
+	// Dir is the staging root, created 0700. Each Manager stages in a
+	// directory of its own under it, so several processes may share it;
+	// a Manager takes over the staged files of processes that died there
+	// (see README.md).
 	Dir string
 	// Concurrency bounds data-carrying upload requests (parts and objects of
 	// at least 1 MiB) across all files. Default 16.

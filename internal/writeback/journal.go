@@ -252,35 +252,9 @@ func syncDir(dir string) error {
 // cut by a crash, at the end). It deletes data files without a record and
 // temporary files, compacts the log and opens it for appending.
 func (j *journal) scan() (recs []*record, bad int, err error) {
-	byID := map[string]*record{}
-	lines := map[string][]byte{}
-	if f, err := os.Open(j.logPath()); err == nil {
-		rd := bufio.NewReaderSize(f, 1<<16)
-		for {
-			line, rerr := rd.ReadBytes('\n')
-			if t := bytes.TrimSpace(line); len(t) > 0 {
-				var r record
-				if json.Unmarshal(t, &r) != nil || r.ID == "" || r.V != recordVersion {
-					bad++
-				} else if r.State == stateGone {
-					delete(byID, r.ID)
-					delete(lines, r.ID)
-				} else {
-					byID[r.ID] = &r
-					lines[r.ID] = append(t, '\n')
-				}
-			}
-			if rerr == io.EOF {
-				break
-			}
-			if rerr != nil {
-				f.Close()
-				return nil, 0, fmt.Errorf("writeback: read journal: %w", rerr)
-			}
-		}
-		f.Close()
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, 0, fmt.Errorf("writeback: read journal: %w", err)
+	byID, lines, bad, err := readLog(j.logPath())
+	if err != nil {
+		return nil, 0, err
 	}
 	ents, err := os.ReadDir(j.dir)
 	if err != nil {
@@ -304,4 +278,41 @@ func (j *journal) scan() (recs []*record, bad int, err error) {
 		return nil, 0, fmt.Errorf("writeback: rewrite journal: %w", err)
 	}
 	return recs, bad, nil
+}
+
+// readLog reads a journal log: the last record of every id not gone, its
+// line (newline included), and the number of unreadable lines (a line
+// cut by a crash, at the end). A missing log is empty.
+func readLog(path string) (byID map[string]*record, lines map[string][]byte, bad int, err error) {
+	byID, lines = map[string]*record{}, map[string][]byte{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return byID, lines, 0, nil
+	}
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("writeback: read journal: %w", err)
+	}
+	defer f.Close()
+	rd := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, rerr := rd.ReadBytes('\n')
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			var r record
+			if json.Unmarshal(t, &r) != nil || r.ID == "" || r.V != recordVersion {
+				bad++
+			} else if r.State == stateGone {
+				delete(byID, r.ID)
+				delete(lines, r.ID)
+			} else {
+				byID[r.ID] = &r
+				lines[r.ID] = append(t, '\n')
+			}
+		}
+		if rerr == io.EOF {
+			return byID, lines, bad, nil
+		}
+		if rerr != nil {
+			return nil, nil, 0, fmt.Errorf("writeback: read journal: %w", rerr)
+		}
+	}
 }

@@ -70,17 +70,19 @@ type Manager struct {
 	uploadedBytes, uploadedObjects, retries, failures atomic.Int64
 }
 
-// New opens (creating it) the staging directory cfg.Dir, takes its lock,
-// and recovers the journal of an earlier process: closed files are queued
-// for upload, multipart uploads it recorded are aborted, files it had not
-// closed are discarded with a warning. Uploads run in the background until
-// Close; ctx only carries values (its cancellation does not stop them).
+// New opens (creating it) the staging root cfg.Dir, makes a staging
+// directory of its own in it (other processes may share the root), and
+// recovers the journals of processes that died there: closed files are
+// queued for upload, multipart uploads they recorded are aborted, files
+// they had not closed are discarded with a warning. Uploads run in the
+// background until Close; ctx only carries values (its cancellation does
+// not stop them).
 func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, error) {
 	cfg = cfg.withDefaults()
 	if resolve == nil {
 		return nil, errors.New("writeback: nil StoreResolver")
 	}
-	j, err := openJournal(cfg.Dir, cfg.SyncJournal)
+	j, err := openStaging(cfg.Dir, cfg.SyncJournal, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -276,8 +278,9 @@ func (m *Manager) Stop() {
 }
 
 // Close stops every goroutine (abandoning uploads not yet durable: their
-// staged data and records stay for the next New) and releases the staging
-// directory. Call Drain first to finish the uploads.
+// staged data and records stay for the next New on the same root) and
+// releases the staging directory, deleting it when nothing is left staged.
+// Call Drain first to finish the uploads.
 func (m *Manager) Close() error {
 	m.gmu.Lock()
 	if m.closed {
@@ -299,7 +302,7 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Unlock()
 	m.dropSpares()
-	return m.j.close()
+	return m.j.closeOwn()
 }
 
 // Stats returns a snapshot of the queue and counters.

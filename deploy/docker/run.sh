@@ -1,9 +1,14 @@
 #!/bin/sh
-# Run a task image with ferry bind-mounted from the host as /usr/bin/fusion.
-# usage: run.sh IMAGE COMMAND…   (AWS_* / FUSION_* variables are passed through)
+# Run a task image with ferry bind-mounted from the host as /usr/bin/fusion
+# (for an image with ferry baked in, see Dockerfile.task, drop the -v of it).
+# usage: run.sh IMAGE COMMAND…   (AWS_* variables are passed through)
+# FUSE needs /dev/fuse and CAP_SYS_ADMIN; Docker's default AppArmor profile
+# forbids mount(2), hence apparmor=unconfined (a no-op without AppArmor).
+# The cache (/tmp/ferry-cache, ferry's default) is a host directory on local
+# disk, not the container's overlay.
 set -eu
 img=$1; shift
-exec docker run --rm --device /dev/fuse --cap-add SYS_ADMIN \
+exec docker run --rm --device /dev/fuse --cap-add SYS_ADMIN --security-opt apparmor=unconfined \
   -v /opt/ferry/ferry:/usr/bin/fusion:ro \
   -v /mnt/nvme/ferry-cache:/tmp/ferry-cache \
   -e AWS_REGION -e AWS_S3_ENDPOINT -e AWS_ACCESS_KEY_ID -e AWS_SECRET_ACCESS_KEY -e AWS_SESSION_TOKEN \

@@ -16,6 +16,7 @@ import (
 type handle struct {
 	h *vfs.Handle
 	m *metrics.FUSE
+	n *node // the node it is open on
 }
 
 var (
@@ -74,5 +75,6 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 // Release closes the handle and queues a written file for upload.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.obs("release", time.Now(), &errno)
+	h.n.dropHandle(h)
 	return vfs.Errno(h.h.Release())
 }

@@ -3,6 +3,9 @@ package fusefs
 import (
 	"context"
 	"path"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -13,14 +16,21 @@ import (
 	"github.com/ferry-fs/ferry/internal/vfs"
 )
 
-// node is every directory, file and symlink of the mount.
+// node is every directory, file and symlink of the mount. One name has
+// one node while it exists (Lookup returns the node the tree already has),
+// so that the kernel sees one inode per file; renames move the node
+// (go-fuse), and an unlinked node lives on for the descriptors open on it.
 type node struct {
 	fs.Inode
 	v *vfs.FS
 	m *metrics.FUSE
+
+	mu   sync.Mutex           // guards open
+	open map[*handle]struct{} // handles open on this node
 }
 
 var (
+	_ fs.NodeFsyncer    = (*node)(nil)
 	_ fs.NodeLookuper   = (*node)(nil)
 	_ fs.NodeGetattrer  = (*node)(nil)
 	_ fs.NodeSetattrer  = (*node)(nil)
@@ -37,9 +47,58 @@ var (
 	_ fs.NodeStatfser   = (*node)(nil)
 )
 
-func (n *node) path() string { return n.Path(nil) }
+// path returns the node's mount-relative path, and false when the node
+// has no name any more (it was unlinked, or a rename replaced it).
+func (n *node) path() (string, bool) {
+	var segs []string
+	in := &n.Inode
+	for !in.IsRoot() {
+		name, par := in.Parent()
+		if par == nil {
+			return "", false
+		}
+		segs = append(segs, name)
+		in = par
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/"), true
+}
 
-func (n *node) childPath(name string) string { return path.Join(n.Path(nil), name) }
+// childPath returns the path of name in the directory n.
+func (n *node) childPath(name string) (string, bool) {
+	p, ok := n.path()
+	return path.Join(p, name), ok
+}
+
+// addHandle and dropHandle keep n.open.
+func (n *node) addHandle(h *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.open == nil {
+		n.open = map[*handle]struct{}{}
+	}
+	n.open[h] = struct{}{}
+}
+
+func (n *node) dropHandle(h *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.open, h)
+}
+
+// handleOf returns fh as ferry's handle, else any handle open on n (the
+// kernel sends no handle with a stat of an open, unlinked file), else nil.
+func (n *node) handleOf(fh fs.FileHandle) *handle {
+	if h, ok := fh.(*handle); ok {
+		return h
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for h := range n.open {
+		return h
+	}
+	return nil
+}
 
 // obs records one operation's latency and result; use as
 // defer n.obs("lookup", time.Now(), &errno).
@@ -49,9 +108,12 @@ func (n *node) obs(op string, start time.Time, errno *syscall.Errno) {
 	}
 }
 
-func (n *node) newChild(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) *fs.Inode {
+// newChild returns a new node for a name that did not exist (create,
+// mkdir, symlink); go-fuse numbers its inode.
+func (n *node) newChild(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) (*fs.Inode, *node) {
 	fillAttr(a, &out.Attr)
-	return n.NewInode(ctx, &node{v: n.v, m: n.m}, fs.StableAttr{Mode: modeType(a.Kind)})
+	ch := &node{v: n.v, m: n.m}
+	return n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(a.Kind)}), ch
 }
 
 func modeType(k vfs.Kind) uint32 {
@@ -86,17 +148,45 @@ var startTime = time.Now()
 // Lookup finds a child by name.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.obs("lookup", time.Now(), &errno)
-	a, err := n.v.Getattr(ctx, n.childPath(name))
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	a, err := n.v.Getattr(ctx, p)
 	if err != nil {
 		return nil, vfs.Errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	// The name keeps its inode: a new one would split the file in two
+	// for the kernel (an open descriptor and the path would disagree).
+	if ch := n.GetChild(name); ch != nil && ch.Mode() == modeType(a.Kind) {
+		fillAttr(a, &out.Attr)
+		return ch, 0
+	}
+	ch, _ := n.newChild(ctx, a, out)
+	return ch, 0
 }
 
-// Getattr stats the node.
+// Getattr stats the node: through a handle open on it when the kernel
+// names one or the node has lost its name, else by path.
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
 	defer n.obs("getattr", time.Now(), &errno)
-	a, err := n.v.Getattr(ctx, n.path())
+	p, linked := n.path()
+	h, given := fh.(*handle)
+	if !given && !linked {
+		h = n.handleOf(nil)
+	}
+	var (
+		a   vfs.Attr
+		err error
+	)
+	switch {
+	case h != nil:
+		a, err = h.h.Attr(ctx)
+	case !linked:
+		return syscall.ENOENT
+	default:
+		a, err = n.v.Getattr(ctx, p)
+	}
 	if err != nil {
 		return vfs.Errno(err)
 	}
@@ -119,10 +209,13 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		s.Mtime = &mt
 	}
 	var h *vfs.Handle
-	if fh, ok := fh.(*handle); ok {
-		h = fh.h
+	p, linked := n.path()
+	if hh := n.handleOf(fh); hh != nil && (fh != nil || !linked) {
+		h = hh.h
+	} else if !linked {
+		return syscall.ENOENT
 	}
-	a, err := n.v.Setattr(ctx, n.path(), h, s)
+	a, err := n.v.Setattr(ctx, p, h, s)
 	if err != nil {
 		return vfs.Errno(err)
 	}
@@ -133,7 +226,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 // Readdir lists a directory.
 func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno) {
 	defer n.obs("readdir", time.Now(), &errno)
-	ents, err := n.v.Readdir(ctx, n.path())
+	p, ok := n.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	ents, err := n.v.Readdir(ctx, p)
 	if err != nil {
 		return nil, vfs.Errno(err)
 	}
@@ -147,76 +244,135 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 // Open opens an existing file.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	defer n.obs("open", time.Now(), &errno)
-	h, err := n.v.Open(ctx, n.path(), vfs.FlagsFrom(flags))
+	p, ok := n.path()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	h, err := n.v.Open(ctx, p, vfs.FlagsFrom(flags))
 	if err != nil {
 		return nil, 0, vfs.Errno(err)
 	}
 	if h.KeepCache {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	return &handle{h: h, m: n.m}, fuseFlags, 0
+	fh := &handle{h: h, m: n.m, n: n}
+	n.addHandle(fh)
+	return fh, fuseFlags, 0
 }
 
 // Create creates and opens a file.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.obs("create", time.Now(), &errno)
-	p := n.childPath(name)
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, nil, 0, syscall.ENOENT
+	}
 	h, err := n.v.Create(ctx, p, mode&0o7777, vfs.FlagsFrom(flags))
 	if err != nil {
 		return nil, nil, 0, vfs.Errno(err)
 	}
 	a := vfs.Attr{Kind: vfs.KindFile, Mode: mode & 0o7777, Mtime: time.Now()}
-	return n.newChild(ctx, a, out), &handle{h: h, m: n.m}, 0, 0
+	ino, ch := n.newChild(ctx, a, out)
+	fh := &handle{h: h, m: n.m, n: ch}
+	ch.addHandle(fh)
+	return ino, fh, 0, 0
 }
 
 // Mkdir creates a directory (a marker object).
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.obs("mkdir", time.Now(), &errno)
-	p := n.childPath(name)
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
 	if err := n.v.Mkdir(ctx, p); err != nil {
 		return nil, vfs.Errno(err)
 	}
-	return n.newChild(ctx, vfs.Attr{Kind: vfs.KindDir, Mode: 0o755}, out), 0
+	ino, _ := n.newChild(ctx, vfs.Attr{Kind: vfs.KindDir, Mode: 0o755}, out)
+	return ino, 0
 }
 
 // Rmdir removes an empty directory.
 func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.obs("rmdir", time.Now(), &errno)
-	return vfs.Errno(n.v.Rmdir(ctx, n.childPath(name)))
+	p, ok := n.childPath(name)
+	if !ok {
+		return syscall.ENOENT
+	}
+	return vfs.Errno(n.v.Rmdir(ctx, p))
 }
 
 // Unlink removes a file or symlink.
 func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.obs("unlink", time.Now(), &errno)
-	return vfs.Errno(n.v.Unlink(ctx, n.childPath(name)))
+	p, ok := n.childPath(name)
+	if !ok {
+		return syscall.ENOENT
+	}
+	return vfs.Errno(n.v.Unlink(ctx, p))
 }
 
 // Rename moves a name.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
 	defer n.obs("rename", time.Now(), &errno)
-	to := path.Join(newParent.EmbeddedInode().Path(nil), newName)
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	from, ok1 := n.childPath(name)
+	to, ok2 := np.childPath(newName)
+	if !ok1 || !ok2 {
+		return syscall.ENOENT
+	}
 	fl := vfs.RenameFlags{NoReplace: flags&1 != 0, Exchange: flags&2 != 0} // RENAME_NOREPLACE, RENAME_EXCHANGE
-	return vfs.Errno(n.v.Rename(ctx, n.childPath(name), to, fl))
+	return vfs.Errno(n.v.Rename(ctx, from, to, fl))
 }
 
 // Symlink creates a symlink.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.obs("symlink", time.Now(), &errno)
-	if err := n.v.Symlink(ctx, n.childPath(name), target); err != nil {
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	if err := n.v.Symlink(ctx, p, target); err != nil {
 		return nil, vfs.Errno(err)
 	}
 	a := vfs.Attr{Kind: vfs.KindSymlink, Size: int64(len(target)), Symlink: target, Mode: 0o777, Mtime: time.Now()}
-	return n.newChild(ctx, a, out), 0
+	ino, _ := n.newChild(ctx, a, out)
+	return ino, 0
 }
 
 // Readlink reads a symlink.
 func (n *node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
 	defer n.obs("readlink", time.Now(), &errno)
-	t, err := n.v.Readlink(ctx, n.path())
+	p, ok := n.path()
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	t, err := n.v.Readlink(ctx, p)
 	if err != nil {
 		return nil, vfs.Errno(err)
 	}
 	return []byte(t), 0
+}
+
+// Fsync makes the node durable: through the handle when the kernel gives
+// one (fsync of a file), else by path (fsync of a directory: the files
+// staged in it).
+func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) (errno syscall.Errno) {
+	if h, ok := fh.(*handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	defer n.obs("fsync", time.Now(), &errno)
+	p, ok := n.path()
+	if !ok {
+		if h := n.handleOf(nil); h != nil {
+			return vfs.Errno(h.h.Fsync(ctx))
+		}
+		return 0 // an unlinked node has nothing to make durable
+	}
+	return vfs.Errno(n.v.Fsync(ctx, p))
 }
 
 // Link refuses hard links.

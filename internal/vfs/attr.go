@@ -66,6 +66,12 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		}
 		return entryAttr(e.Kind, e.Info), nil
 	}
+	// Files staged below make l a directory (a directory shadows an
+	// object of its name), without asking the store: it may be
+	// unreachable, and the task must keep working on what it staged.
+	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) > 0 {
+		return dirAttr, nil
+	}
 	// The parent's cached listing answers for names it holds (and for
 	// names it lacks), except zero-size objects, which may be symlinks.
 	// A directory with repeated lookup misses is listed once, so that a
@@ -78,7 +84,7 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	if ok {
 		e, found := ls.Has(name)
 		switch {
-		case !found && len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) == 0:
+		case !found:
 			return Attr{}, syscall.ENOENT
 		case found && e.Kind == meta.KindDir:
 			return dirAttr, nil
@@ -127,8 +133,14 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 	}
 	ck := l.cacheKey()
 	if len(page.Objects) > 0 || len(page.Prefixes) > 0 {
-		fs.deps.Meta.PutStat(ck, meta.KindDir, objstore.ObjectInfo{})
-		return dirAttr, nil
+		hidden, err := fs.hiddenDir(ctx, st, l)
+		if err != nil {
+			return Attr{}, err
+		}
+		if !hidden {
+			fs.deps.Meta.PutStat(ck, meta.KindDir, objstore.ObjectInfo{})
+			return dirAttr, nil
+		}
 	}
 	if statErr == nil {
 		kind := kindOf(info)

@@ -81,6 +81,12 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 			if !validName(name) {
 				continue
 			}
+			if hidden, err := fs.hiddenDir(ctx, st, l.child(name)); err != nil {
+				fs.logErr("readdir", l, err)
+				return nil, err
+			} else if hidden {
+				continue // only old names of renamed files, about to go
+			}
 			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindDir})
 		}
 		if page.NextToken == "" {

@@ -13,5 +13,10 @@
 // Mountpoint for S3. Keys with empty path components ("a//b"), or "." and
 // ".." components, are not shown.
 //
-// Lock order: FS.mu is a leaf lock (never held across a backend call).
+// Open handles follow their file like POSIX descriptors (handles.go): a
+// rename moves them, an unlink leaves them reading and writing the bytes
+// they had.
+//
+// Lock order: FS.mu is a leaf lock (never held across a backend call);
+// FS.hmu before Handle.mu, neither held across a backend call.
 package vfs

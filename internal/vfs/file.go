@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,11 +19,18 @@ var ioEOF = io.EOF
 // Handle is one open file. Reads see the newest local writes: a handle
 // opened on a clean object switches to the dirty copy when one appears.
 type Handle struct {
-	fs  *FS
-	loc Loc
+	fs   *FS
+	wf   *writeback.File // the dirty file (write handles, or reads of dirty files); immutable
+	attr Attr            // the file's attributes at open (clean handles); immutable
 
-	wf *writeback.File // the dirty file (write handles, or reads of dirty files)
-	rd *block.Reader   // clean reads
+	// mu guards the fields below (see handles.go).
+	mu       sync.Mutex
+	loc      Loc             // the file's current name
+	unlinked bool            // the file lost its name (unlink, rename over it)
+	rd       *block.Reader   // clean reads
+	ref      block.Ref       // what rd reads
+	old      []*block.Reader // readers replaced by a rename; closed at Release
+
 	// KeepCache tells the kernel it may keep its page cache for this file:
 	// the version is the one seen at the previous open.
 	KeepCache bool
@@ -68,7 +76,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 				return nil, err
 			}
 		}
-		return &Handle{fs: fs, loc: l, wf: f, Size: f.Size(), KeepCache: !fl.Trunc}, nil
+		return fs.newHandle(&Handle{loc: l, wf: f, Size: f.Size(), KeepCache: !fl.Trunc}), nil
 	}
 	info, kind, err := fs.revalidate(ctx, l)
 	if err != nil {
@@ -92,7 +100,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		}
 		f.Acquire()
 		fs.noteCreated(l, meta.KindFile)
-		return &Handle{fs: fs, loc: l, wf: f, Size: f.Size()}, nil
+		return fs.newHandle(&Handle{loc: l, wf: f, Size: f.Size()}), nil
 	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
@@ -102,8 +110,16 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 	keep := fs.seen[l.cacheKey()] == info.Version
 	fs.seen[l.cacheKey()] = info.Version
 	fs.mu.Unlock()
-	rd := fs.deps.Blocks.Open(block.Ref{Store: st, StoreID: l.Scheme + "/" + l.Bucket, Key: l.Key, Version: info.Version, Size: info.Size})
-	return &Handle{fs: fs, loc: l, rd: rd, KeepCache: keep, Size: info.Size}, nil
+	ref := block.Ref{Store: st, StoreID: l.Scheme + "/" + l.Bucket, Key: l.Key, Version: info.Version, Size: info.Size}
+	rd := fs.deps.Blocks.Open(ref)
+	return fs.newHandle(&Handle{loc: l, rd: rd, ref: ref, attr: entryAttr(meta.KindFile, info), KeepCache: keep, Size: info.Size}), nil
+}
+
+// newHandle completes h and registers it under its name.
+func (fs *FS) newHandle(h *Handle) *Handle {
+	h.fs = fs
+	fs.track(h)
+	return h
 }
 
 func modeOf(info objstore.ObjectInfo) uint32 {
@@ -170,27 +186,28 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	}
 	f.Acquire()
 	fs.noteCreated(l, meta.KindFile)
-	return &Handle{fs: fs, loc: l, wf: f}, nil
+	return fs.newHandle(&Handle{loc: l, wf: f}), nil
 }
 
 // Read reads at off. It returns fewer bytes only at the end of the file.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	f := h.wf
-	if f == nil {
-		f = h.fs.deps.Writeback.Get(h.loc.target())
+	l, linked := h.where()
+	if f == nil && linked {
+		f = h.fs.deps.Writeback.Get(l.target())
 	}
 	var n int
 	var err error
 	if f != nil {
 		n, err = readFull(ctx, f.ReadAt, p, off)
 	} else {
-		n, err = readFull(ctx, h.rd.ReadAt, p, off)
+		n, err = readFull(ctx, h.reader().ReadAt, p, off)
 	}
 	if err == io.EOF {
 		err = nil
 	}
 	if err != nil {
-		h.fs.logErr("read", h.loc, err)
+		h.fs.logErr("read", l, err)
 	}
 	return n, err
 }
@@ -214,10 +231,14 @@ func readFull(ctx context.Context, read func(context.Context, []byte, int64) (in
 // [off, off+n) when the block cache has all of it, so the FUSE layer can
 // hand the kernel a file descriptor instead of copying.
 func (h *Handle) CachedFile(off int64, n int) (*os.File, int64, bool) {
-	if h.rd == nil || h.fs.deps.Writeback.Get(h.loc.target()) != nil {
+	rd := h.reader()
+	if rd == nil {
 		return nil, 0, false
 	}
-	return h.rd.CachedFile(off, int64(n))
+	if l, linked := h.where(); linked && h.fs.deps.Writeback.Get(l.target()) != nil {
+		return nil, 0, false
+	}
+	return rd.CachedFile(off, int64(n))
 }
 
 // Write writes at off (the file must be open for writing).
@@ -227,21 +248,26 @@ func (h *Handle) Write(p []byte, off int64) (int, error) {
 	}
 	n, err := h.wf.WriteAt(p, off)
 	if err != nil && !isErrno(err) {
-		h.fs.logErr("write", h.loc, err)
+		l, _ := h.where()
+		h.fs.logErr("write", l, err)
 	}
 	return n, err
 }
 
 // Fsync makes the file durable in the bucket.
 func (h *Handle) Fsync(ctx context.Context) error {
+	l, linked := h.where()
 	if h.wf == nil {
-		if f := h.fs.deps.Writeback.Get(h.loc.target()); f != nil {
+		if !linked {
+			return nil
+		}
+		if f := h.fs.deps.Writeback.Get(l.target()); f != nil {
 			return f.Sync(ctx)
 		}
 		return nil
 	}
 	err := h.wf.Sync(ctx)
-	h.fs.logErr("fsync", h.loc, err)
+	h.fs.logErr("fsync", l, err)
 	return err
 }
 
@@ -261,8 +287,15 @@ func (h *Handle) Flush() error {
 // Release closes the handle. For a written file, the data is staged on
 // local disk and queued for upload; the returned error is a staging error.
 func (h *Handle) Release() error {
-	if h.rd != nil {
-		h.rd.Close()
+	h.fs.untrack(h)
+	h.mu.Lock()
+	rds := append(h.old, h.rd)
+	h.rd, h.old = nil, nil
+	h.mu.Unlock()
+	for _, rd := range rds {
+		if rd != nil {
+			rd.Close()
+		}
 	}
 	if h.wf != nil {
 		return h.wf.Release()
@@ -279,6 +312,17 @@ type SetAttr struct {
 
 // Setattr applies s to the file p (through h when the caller has it open).
 func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr, error) {
+	if h != nil && h.wf != nil {
+		return setFileAttr(h.wf, s)
+	}
+	if h != nil {
+		l, linked := h.where()
+		if !linked {
+			// An unlinked file open read-only: nothing to change.
+			return h.attr, nil
+		}
+		p = l.String()
+	}
 	l, err := Parse(p)
 	if err != nil {
 		return Attr{}, err
@@ -287,9 +331,6 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		return fs.getattr(ctx, l)
 	}
 	f := fs.deps.Writeback.Get(l.target())
-	if h != nil && h.wf != nil {
-		f = h.wf
-	}
 	if f == nil && s.Size != nil {
 		// Truncating a clean object makes it dirty.
 		hh, err := fs.Open(ctx, p, OpenFlags{Write: true, Trunc: *s.Size == 0})
@@ -303,6 +344,11 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		// A clean object: accept mode and times without rewriting it.
 		return fs.getattr(ctx, l)
 	}
+	return setFileAttr(f, s)
+}
+
+// setFileAttr applies s to the dirty file f.
+func setFileAttr(f *writeback.File, s SetAttr) (Attr, error) {
 	if s.Size != nil {
 		if err := f.Truncate(*s.Size); err != nil {
 			return Attr{}, err

@@ -25,13 +25,17 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 	if a.Kind == meta.KindDir {
 		return syscall.EISDIR
 	}
-	wb := fs.deps.Writeback
-	if wb.Get(l.target()) != nil {
-		wb.Remove(l.target())
-	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
 		return err
+	}
+	// Descriptors open on the file keep reading its bytes.
+	if err := fs.orphanHandles(ctx, l); err != nil {
+		return err
+	}
+	wb := fs.deps.Writeback
+	if wb.Get(l.target()) != nil {
+		wb.Remove(l.target())
 	}
 	// No upload of ours may land after the delete, and no dirty file may
 	// still read from this object.
@@ -166,6 +170,10 @@ func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error
 // renameOne moves one key (file, symlink or marker).
 func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) error {
 	wb := fs.deps.Writeback
+	// Descriptors open on a file replaced at dst keep its bytes.
+	if err := fs.orphanHandles(ctx, dst); err != nil {
+		return err
+	}
 	if f := wb.Get(src.target()); f != nil {
 		// The writeback layer deletes the source key after the new key is
 		// durable when the dirty file still reads from it (its base);
@@ -173,10 +181,21 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 		if err := wb.Rename(src.target(), dst.target()); err != nil {
 			return err
 		}
-		if !f.HasBase(src.Key) {
-			return fs.deleteKey(ctx, st, src)
+		fs.moveHandles(src, dst, nil)
+		if f.HasBase(src.Key) {
+			return nil
 		}
-		return nil
+		err := fs.deleteKey(ctx, st, src)
+		if err != nil && objstore.Retryable(err) && ctx.Err() == nil {
+			// The name moved (the file is staged under dst and becomes
+			// durable there through writeback); only the removal of an
+			// older object at src failed, mostly because there was none
+			// and the store is unreachable. The rename stands.
+			fs.log.Warn("rename: could not delete the old name in the bucket; it may show again",
+				"from", src.URL(), "to", dst.URL(), "err", err.Error())
+			return nil
+		}
+		return err
 	}
 	if wb.Get(dst.target()) != nil {
 		wb.Remove(dst.target())
@@ -184,9 +203,12 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 	if err := wb.Detach(ctx, dst.target()); err != nil {
 		return err
 	}
-	if _, err := st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{}); err != nil {
+	info, err := st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{})
+	if err != nil {
 		return err
 	}
+	info.Key = dst.Key
+	fs.moveHandles(src, dst, map[string]objstore.ObjectInfo{src.Key: info})
 	return fs.deleteKey(ctx, st, src)
 }
 
@@ -224,15 +246,19 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 		if err := fs.deps.Writeback.Detach(ctx, Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: nk}.target()); err != nil {
 			return err
 		}
-		if _, err := st.Copy(ctx, o.Key, nk, objstore.CopyOptions{}); err != nil {
+		info, err := st.Copy(ctx, o.Key, nk, objstore.CopyOptions{})
+		if err != nil {
 			return err
 		}
+		info.Key = nk
+		fs.moveHandles(Loc{Scheme: src.Scheme, Bucket: src.Bucket, Key: o.Key}, Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: nk}, map[string]objstore.ObjectInfo{o.Key: info})
 		if err := fs.deleteKey(ctx, st, Loc{Scheme: src.Scheme, Bucket: src.Bucket, Key: o.Key}); err != nil {
 			return err
 		}
 		fs.deps.Meta.Forget(src.Scheme + "/" + src.Bucket + "/" + strings.TrimSuffix(o.Key, "/"))
 		fs.deps.Meta.Forget(dst.Scheme + "/" + dst.Bucket + "/" + strings.TrimSuffix(nk, "/"))
 	}
+	fs.moveHandles(src, dst, nil)
 	// Keep the moved directory visible even if it had no marker.
 	if _, err := st.Put(ctx, dp, emptyReader{}, 0, objstore.PutOptions{}); err != nil {
 		return err

@@ -58,6 +58,11 @@ type FS struct {
 	buckets map[string]bucketState // "s3/b" -> existence; guarded by mu
 	seen    map[string]string      // "s3/b/k" -> last version opened; guarded by mu
 	misses  map[string]missCount   // dir -> lookups without a listing; guarded by mu
+
+	// hmu guards open: the open handles by the name of their file
+	// (Loc.cacheKey), see handles.go. Lock order: hmu, then Handle.mu.
+	hmu  sync.Mutex
+	open map[string]map[*Handle]struct{}
 }
 
 type missCount struct {
@@ -78,7 +83,7 @@ func New(opts Options, deps Deps) *FS {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}}
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, open: map[string]map[*Handle]struct{}{}}
 }
 
 // Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme
@@ -176,6 +181,11 @@ func (fs *FS) store(ctx context.Context, l Loc) (objstore.Store, error) {
 	}
 	_, err = st.List(ctx, objstore.ListOptions{MaxKeys: 1, Delimiter: "/"})
 	if err != nil && !isFinal(err) {
+		if ok && b.err == nil {
+			// Known to exist: an unreachable store does not make the
+			// bucket vanish (its staged files stay usable).
+			return st, nil
+		}
 		return nil, err // transient: don't remember
 	}
 	fs.mu.Lock()

@@ -1,0 +1,191 @@
+package vfs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// Open handles follow their file, as a descriptor does in POSIX: a rename
+// moves them to the new name, and an unlink (or a rename over the name)
+// leaves them reading and writing the bytes they had. The FS keeps every
+// open handle in FS.open, by name, so that Rename and Unlink find them.
+
+// where returns the handle's current name and whether the file still has
+// it (false after an unlink or a rename over it).
+func (h *Handle) where() (Loc, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.loc, !h.unlinked
+}
+
+// reader returns the clean reader of the handle (nil for dirty files).
+func (h *Handle) reader() *block.Reader {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rd
+}
+
+// Attr is what fstat shows of the open file: the dirty file it writes,
+// else the name's attributes while the file still has its name, else
+// the attributes the file had when it was opened (it was unlinked).
+func (h *Handle) Attr(ctx context.Context) (Attr, error) {
+	if h.wf != nil {
+		return fileAttr(h.wf), nil
+	}
+	l, linked := h.where()
+	if linked {
+		if f := h.fs.deps.Writeback.Get(l.target()); f != nil {
+			return fileAttr(f), nil
+		}
+		a, err := h.fs.getattr(ctx, l)
+		switch {
+		case err == nil && a.Kind == meta.KindFile:
+			return a, nil
+		case err != nil && !errIs(err, syscall.ENOENT) && !errIs(err, objstore.ErrNotFound):
+			return Attr{}, err
+		}
+	}
+	return h.attr, nil
+}
+
+// track registers an open handle under its name.
+func (fs *FS) track(h *Handle) {
+	k := h.loc.cacheKey()
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	set := fs.open[k]
+	if set == nil {
+		set = map[*Handle]struct{}{}
+		fs.open[k] = set
+	}
+	set[h] = struct{}{}
+}
+
+// untrack forgets a closed handle.
+func (fs *FS) untrack(h *Handle) {
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	h.mu.Lock()
+	k, gone := h.loc.cacheKey(), h.unlinked
+	h.mu.Unlock()
+	if gone {
+		return
+	}
+	if set := fs.open[k]; set != nil {
+		delete(set, h)
+		if len(set) == 0 {
+			delete(fs.open, k)
+		}
+	}
+}
+
+// handlesAt returns the open handles of the file named l.
+func (fs *FS) handlesAt(l Loc) []*Handle {
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	var out []*Handle
+	for h := range fs.open[l.cacheKey()] {
+		out = append(out, h)
+	}
+	return out
+}
+
+// moveHandles renames the handles of src (and, for a directory, of every
+// name below it) to dst. A clean handle of a moved object (moved maps its
+// old key to the object's info under the new key) reads the new object
+// from then on: the old one is deleted.
+func (fs *FS) moveHandles(src, dst Loc, moved map[string]objstore.ObjectInfo) {
+	sk, dk := src.cacheKey(), dst.cacheKey()
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	for k, set := range fs.open {
+		rest, ok := strings.CutPrefix(k, sk)
+		if !ok || (rest != "" && rest[0] != '/') {
+			continue
+		}
+		delete(fs.open, k)
+		nk := dk + rest
+		nset := fs.open[nk]
+		if nset == nil {
+			nset = map[*Handle]struct{}{}
+			fs.open[nk] = nset
+		}
+		for h := range set {
+			nset[h] = struct{}{}
+			h.mu.Lock()
+			old := h.loc.Key
+			h.loc = Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: dst.Key + rest}
+			h.mu.Unlock()
+			if info, ok := moved[old]; ok {
+				h.retarget(info)
+			}
+		}
+	}
+}
+
+// retarget makes a clean handle read the object info (the same bytes
+// under a new key) instead of the one it opened.
+func (h *Handle) retarget(info objstore.ObjectInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rd == nil || info.Version == "" {
+		return
+	}
+	st := h.ref.Store
+	h.old = append(h.old, h.rd)
+	h.ref = block.Ref{Store: st, StoreID: h.ref.StoreID, Key: info.Key, Version: info.Version, Size: h.ref.Size}
+	h.rd = h.fs.deps.Blocks.Open(h.ref)
+}
+
+// orphanHandles is called before the object or dirty file at l is deleted
+// or replaced (unlink, rename over l): the handles open on it keep their
+// bytes. Clean handles get the whole object into the block cache first;
+// a dirty file that reads clean bytes from the object copies them into
+// its staging file (writeback Detach). The handles are then forgotten by
+// name.
+func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
+	hs := fs.handlesAt(l)
+	if len(hs) == 0 {
+		return nil
+	}
+	wb := fs.deps.Writeback
+	detach := false
+	for _, h := range hs {
+		if h.wf != nil {
+			detach = detach || h.wf.HasBase(l.Key)
+			continue
+		}
+		if f := wb.Get(l.target()); f != nil && f.HasBase(l.Key) {
+			detach = true
+		}
+		h.mu.Lock()
+		ref, rd := h.ref, h.rd
+		h.mu.Unlock()
+		if rd == nil || ref.Size == 0 {
+			continue
+		}
+		if err := fs.deps.Blocks.Prefetch(ctx, ref, nil); err != nil {
+			fs.logErr("keep unlinked", l, err)
+			return err
+		}
+	}
+	if detach {
+		if err := wb.Detach(ctx, l.target()); err != nil {
+			return err
+		}
+	}
+	fs.hmu.Lock()
+	delete(fs.open, l.cacheKey())
+	for _, h := range hs {
+		h.mu.Lock()
+		h.unlinked = true
+		h.mu.Unlock()
+	}
+	fs.hmu.Unlock()
+	return nil
+}

@@ -1,0 +1,232 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
+	"github.com/ferry-fs/ferry/pkg/objstore/mem"
+)
+
+// outageEnv is an FS over one mem bucket (s3/bkt) behind a switch that
+// makes every request fail like an unreachable endpoint.
+type outageEnv struct {
+	t    *testing.T
+	fs   *FS
+	wb   *writeback.Manager
+	mem  *mem.Store
+	down atomic.Bool
+}
+
+func newOutageEnv(t *testing.T) *outageEnv {
+	t.Helper()
+	e := &outageEnv{t: t, mem: mem.New(mem.Options{Bucket: "bkt"})}
+	st := faulty.New(e.mem, faulty.Config{Fail: func(op, key string) error {
+		if e.down.Load() {
+			return faulty.ErrTransport
+		}
+		return nil
+	}})
+	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
+		if scheme == "s3" && bucket == "bkt" {
+			return st, nil
+		}
+		return nil, objstore.ErrNoBucket
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	wb, err := writeback.New(context.Background(), writeback.Config{
+		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
+		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
+	}, resolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Minute, MaxEntries: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mc.Close)
+	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 256 << 20, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bc.Close() })
+	e.wb = wb
+	e.fs = New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
+	return e
+}
+
+func (e *outageEnv) put(key string, body []byte) {
+	e.t.Helper()
+	if _, err := e.mem.Put(context.Background(), key, bytes.NewReader(body), int64(len(body)), objstore.PutOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// write creates p with body through the FS and closes it (staged).
+func (e *outageEnv) write(p string, body []byte) {
+	e.t.Helper()
+	h, err := e.fs.Create(context.Background(), p, 0o644, OpenFlags{Write: true})
+	if err != nil {
+		e.t.Fatalf("create %s: %v", p, err)
+	}
+	if _, err := h.Write(body, 0); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := h.Release(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func readAt(t *testing.T, h *Handle, off int64, n int) []byte {
+	t.Helper()
+	buf := make([]byte, n)
+	got, err := h.Read(context.Background(), buf, off)
+	if err != nil {
+		t.Fatalf("read at %d: %v", off, err)
+	}
+	return buf[:got]
+}
+
+// TestOpenHandleSurvivesUnlink: a descriptor keeps reading (and writing)
+// its file after the name is unlinked, whether it reads a clean object,
+// a staged file, or a staged file over an object (its base).
+func TestOpenHandleSurvivesUnlink(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		setup func(e *outageEnv, p string)
+		flags OpenFlags
+	}{
+		{name: "clean", setup: func(e *outageEnv, p string) { e.put(p[len("s3/bkt/"):], data) }},
+		{name: "clean-rdwr", setup: func(e *outageEnv, p string) { e.put(p[len("s3/bkt/"):], data) }, flags: OpenFlags{Write: true}},
+		{name: "staged", setup: func(e *outageEnv, p string) { e.write(p, data) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newOutageEnv(t)
+			p := "s3/bkt/d/f"
+			tc.setup(e, p)
+			h, err := e.fs.Open(ctx, p, tc.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Release()
+			if err := e.fs.Unlink(ctx, p); err != nil {
+				t.Fatalf("unlink: %v", err)
+			}
+			if _, err := e.fs.Getattr(ctx, p); !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("stat after unlink: %v, want ENOENT", err)
+			}
+			if _, err := e.mem.Stat(ctx, "d/f"); !errors.Is(err, objstore.ErrNotFound) && tc.name != "staged" {
+				t.Errorf("the object is still in the bucket: %v", err)
+			}
+			if got := readAt(t, h, 700<<10, 100); !bytes.Equal(got, data[700<<10:700<<10+100]) {
+				t.Errorf("read after unlink: %q", got)
+			}
+			a, err := h.Attr(ctx)
+			if err != nil || a.Size != int64(len(data)) {
+				t.Errorf("fstat after unlink: %+v, %v", a, err)
+			}
+		})
+	}
+}
+
+// TestOpenHandleFollowsRename: a descriptor on a clean object keeps
+// reading it after a rename (the object is copied and the old key
+// deleted).
+func TestOpenHandleFollowsRename(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("ferry-"), 200<<10)
+	e.put("a", data)
+	h, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if err := e.fs.Rename(ctx, "s3/bkt/a", "s3/bkt/b", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(t, h, 1<<20, 60); !bytes.Equal(got, data[1<<20:1<<20+60]) {
+		t.Errorf("read after rename: %q", got)
+	}
+	if l, linked := h.where(); !linked || l.Key != "b" {
+		t.Errorf("handle is at %v (linked %v), want b", l, linked)
+	}
+}
+
+// TestOutageStagedNames: while the store is unreachable, staged files,
+// the directories holding them and the bucket still stat, and a staged
+// file can be renamed (its upload happens under the new name later).
+func TestOutageStagedNames(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	if _, err := e.fs.Getattr(ctx, "s3/bkt"); err != nil {
+		t.Fatal(err)
+	}
+	e.down.Store(true)
+	e.write("s3/bkt/out/sub/f.tmp", []byte("staged"))
+	e.fs.deps.Meta.Clear() // the kernel's and ferry's caches expired
+	e.fs.mu.Lock()
+	for k, b := range e.fs.buckets {
+		b.expires = time.Now().Add(-time.Second)
+		e.fs.buckets[k] = b
+	}
+	e.fs.mu.Unlock()
+	for _, p := range []string{"s3/bkt", "s3/bkt/out", "s3/bkt/out/sub", "s3/bkt/out/sub/f.tmp"} {
+		if _, err := e.fs.Getattr(ctx, p); err != nil {
+			t.Errorf("stat %s during the outage: %v", p, err)
+		}
+	}
+	if err := e.fs.Rename(ctx, "s3/bkt/out/sub/f.tmp", "s3/bkt/out/sub/f", RenameFlags{}); err != nil {
+		t.Fatalf("rename of a staged file during the outage: %v", err)
+	}
+	if a, err := e.fs.Getattr(ctx, "s3/bkt/out/sub/f"); err != nil || a.Size != 6 {
+		t.Errorf("stat of the new name: %+v, %v", a, err)
+	}
+	e.down.Store(false)
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := e.wb.Drain(dctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mem.Stat(ctx, "out/sub/f"); err != nil {
+		t.Errorf("new name not durable: %v", err)
+	}
+	if _, err := e.mem.Stat(ctx, "out/sub/f.tmp"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("old name in the bucket: %v", err)
+	}
+}
+
+// TestFsyncDir: fsync of a directory makes the files staged directly in
+// it durable, and succeeds on directories without any.
+func TestFsyncDir(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	e.write("s3/bkt/d/a", []byte("a"))
+	if err := e.fs.Rename(ctx, "s3/bkt/d/a", "s3/bkt/d/b", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"", "s3", "s3/bkt", "s3/bkt/d"} {
+		if err := e.fs.Fsync(ctx, p); err != nil {
+			t.Errorf("fsync %q: %v", p, err)
+		}
+	}
+	if _, err := e.mem.Stat(ctx, "d/b"); err != nil {
+		t.Errorf("d/b not durable after fsync of d: %v", err)
+	}
+}

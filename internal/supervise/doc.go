@@ -14,10 +14,12 @@
 //     request this process must serve while blocked (go-fuse "Deadlocks");
 //  4. forward SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR2 to the task's
 //     process group;
-//  5. when the task exits: stop new writes, run the pre-drain hooks
-//     (Nextflow symlink compaction), Drain with the drain deadline (the
-//     ordering hook keeps .exitcode last), then the post-drain hooks
-//     (uploading .command.log and ferry's own logs);
+//  5. when the task exits: run the pre-drain hooks (Nextflow symlink
+//     compaction, server-side copies), stop new writes, Drain with the
+//     drain deadline, then the post-drain hooks (uploading .command.log
+//     and ferry's own logs). The ordering hook keeps .exitcode last: it
+//     is uploaded only after the stop (so after compaction) and after
+//     every other file under its work dir is durable;
 //  6. unmount (lazily if something still holds it);
 //  7. exit with the task's code (128+signal if it was killed), 174 when any
 //     write could not be made durable, 1 on a start-up failure.

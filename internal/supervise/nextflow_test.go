@@ -32,6 +32,8 @@ type nfEnv struct {
 	nf    *Nextflow
 	hooks Hooks
 	logs  *bytes.Buffer
+	// ord, when set before use, is the store seen by the stack.
+	ord *orderStore
 }
 
 const nfWork = "/fusion/s3/bkt/work/ab/cdef"
@@ -56,6 +58,9 @@ func newNFEnv(t *testing.T, env map[string]string) *nfEnv {
 	e.hooks = nf.hooks(Hooks{})
 	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
 		if scheme == "s3" && bucket == "bkt" {
+			if e.ord != nil {
+				return e.ord, nil
+			}
 			return e.st, nil
 		}
 		return nil, objstore.ErrNoBucket

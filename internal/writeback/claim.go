@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"strings"
 	"time"
 )
 
@@ -72,7 +73,9 @@ func (m *Manager) eligible(f *File) bool {
 }
 
 // eligibleLocked: no delete of t is in flight and f is not held back by
-// OrderLast. Caller holds m.mu.
+// OrderLast: until Stop or Drain (unless f is synced: an fsync must not
+// wait for the task's end), and while another file under its directory
+// (subdirectories included) is not durable. Caller holds m.mu.
 func (m *Manager) eligibleLocked(f *File, t Target) bool {
 	if m.deleting[t] > 0 {
 		return false
@@ -80,9 +83,15 @@ func (m *Manager) eligibleLocked(f *File, t Target) bool {
 	if m.cfg.OrderLast == nil || !m.cfg.OrderLast(t.Key) {
 		return true
 	}
+	f.mu.Lock()
+	synced := f.syncGen > f.durableGen
+	f.mu.Unlock()
+	if !m.lastOK && !synced {
+		return false
+	}
 	dir := t.dir()
 	for u, g := range m.files {
-		if g == f || !u.sameBucket(t) || u.dir() != dir || m.cfg.OrderLast(u.Key) {
+		if g == f || !u.sameBucket(t) || !strings.HasPrefix(u.Key, dir) || m.cfg.OrderLast(u.Key) {
 			continue
 		}
 		g.mu.Lock()

@@ -81,8 +81,11 @@ type Config struct {
 	// disk fails with syscall.ENOSPC. Default 256 MiB; < 0 disables.
 	MinFreeBytes int64
 	// OrderLast, when it returns true for a key, makes that file upload only
-	// after every other dirty file in the same directory (same scheme,
-	// bucket and key prefix up to the last '/') is durable.
+	// after Stop or Drain was called (the task has ended, and what the
+	// caller does before, such as symlink compaction, is done), and after
+	// every other dirty file under the same directory (same scheme, bucket
+	// and key prefix up to the last '/', subdirectories included) is
+	// durable. A Sync of such a file skips the wait for Stop or Drain.
 	OrderLast func(key string) bool
 	// PutOptions returns extra options (tags, metadata) for an upload.
 	PutOptions func(t Target) objstore.PutOptions

@@ -71,6 +71,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // waits for one that did). Staged data of failed files stays with its
 // journal record for a later New.
 func (m *Manager) Drain(ctx context.Context) error {
+	m.releaseLast()
 	for _, f := range m.liveFiles() {
 		f.mu.Lock()
 		d, c := f.wantsLocked()

@@ -66,6 +66,9 @@ type Manager struct {
 	// so that a Rename racing with the drop finds them (see lockForRename).
 	recent  map[Target]recentDrop
 	stopped bool
+	// lastOK: Stop or Drain was called, so OrderLast files may upload
+	// (see Config.OrderLast).
+	lastOK bool
 
 	uploadedBytes, uploadedObjects, retries, failures atomic.Int64
 }
@@ -270,11 +273,21 @@ func (m *Manager) unlinkLocked(f *File) {
 }
 
 // Stop makes Create, OpenBase and Symlink fail with syscall.EROFS. Files
-// already open can still be written and closed.
+// already open can still be written and closed. OrderLast files may
+// upload from now on.
 func (m *Manager) Stop() {
 	m.mu.Lock()
-	m.stopped = true
+	m.stopped, m.lastOK = true, true
 	m.mu.Unlock()
+	m.notify()
+}
+
+// releaseLast lets OrderLast files upload (see Config.OrderLast).
+func (m *Manager) releaseLast() {
+	m.mu.Lock()
+	m.lastOK = true
+	m.mu.Unlock()
+	m.notify()
 }
 
 // Close stops every goroutine (abandoning uploads not yet durable: their

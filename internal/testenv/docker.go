@@ -46,11 +46,11 @@ func StartDocker(t testing.TB) *DockerEngine {
 	t.Helper()
 	dockerd, err := LookTool("dockerd")
 	if err != nil {
-		t.Fatalf("testenv: %v: the container tests need a Docker engine (scripts/setup.sh apt installs docker.io)", err)
+		t.Fatalf("%v: the container tests need a Docker engine (scripts/setup.sh apt installs docker.io)", err)
 	}
 	cli, err := LookTool("docker")
 	if err != nil {
-		t.Fatalf("testenv: %v: the container tests need the docker client (scripts/setup.sh apt installs docker.io)", err)
+		t.Fatalf("%v: the container tests need the docker client (scripts/setup.sh apt installs docker.io)", err)
 	}
 	root := t.TempDir() // removed after the cleanup below (cleanups run last-in first-out)
 	d := &DockerEngine{

@@ -66,3 +66,31 @@ func TestAbortsSurviveOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateUploadCancelledByRename: a rename while CreateUpload is on
+// its way does not cut it short (the store may create the upload and the
+// answer be lost): the upload is journaled and aborted, and the file
+// lands under its new name only.
+func TestCreateUploadCancelledByRename(t *testing.T) {
+	e := newEnv(t)
+	e.landing = true
+	g := e.gate(opKey(faulty.OpCreateUpload, "big"))
+	e.setFaults(faulty.Config{Stall: g.stall})
+	cfg := e.config()
+	cfg.StreamAfter = -1
+	m := e.open(cfg)
+	data := pattern(5*testPart+3, 8)
+	writeFile(t, m, "big", data)
+	waitFor(t, "CreateUpload to be held", func() bool { return g.held.Load() == 1 })
+	if err := m.Rename(tgt("big"), tgt("big2")); err != nil {
+		t.Fatal(err)
+	}
+	g.release()
+	drain(t, m)
+	e.wantObject("big2", data)
+	e.wantNoObject("big")
+	if n := e.mem.PendingUploads(); n != 0 {
+		t.Errorf("%d multipart uploads left pending", n)
+	}
+	assertStagingEmpty(t, m)
+}

@@ -133,6 +133,16 @@ func (s *landingStore) Put(ctx context.Context, key string, src io.ReaderAt, siz
 	return s.Store.Put(context.WithoutCancel(ctx), key, src, size, opts)
 }
 
+// CreateUpload creates the upload even when ctx is cancelled, but then
+// fails: the request was sent, its answer is lost.
+func (s *landingStore) CreateUpload(ctx context.Context, key string, opts objstore.PutOptions) (objstore.Upload, error) {
+	up, err := s.Store.CreateUpload(context.WithoutCancel(ctx), key, opts)
+	if err == nil && ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return up, err
+}
+
 func (e *env) config() Config {
 	return Config{
 		Dir:          e.dir,

@@ -116,7 +116,7 @@ func (m *Manager) put(ctx context.Context, st objstore.Store, key string, src io
 }
 
 // sendCtx is the context of a request that makes an object appear (Put,
-// Complete, Copy) on behalf of an attempt whose context is ctx. Once such
+// Complete, Copy, and CreateUpload for a multipart upload) on behalf of an attempt whose context is ctx. Once such
 // a request is sent, cancelling it does not stop it from landing (the
 // server may commit it after the client has gone), and an object that
 // lands unseen is a stray nobody deletes. So a rename or remove does not
@@ -233,7 +233,9 @@ func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key stri
 	if err := acquire(ctx, f.m.small); err != nil {
 		return nil, err
 	}
-	up, err := mp.CreateUpload(ctx, key, opts)
+	// Like a Put, a CreateUpload sent may take effect unseen: it runs to
+	// its answer, so that the upload is journaled and then aborted.
+	up, err := mp.CreateUpload(f.m.sendCtx(ctx), key, opts)
 	<-f.m.small
 	if errors.Is(err, objstore.ErrUnsupported) {
 		f.mu.Lock()

@@ -58,7 +58,7 @@ func openStaging(root string, sync bool, log *slog.Logger) (*journal, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("writeback: read staging dir: %w", err)
 	}
-	cands := []string{}
+	var cands []string
 	if _, err := os.Stat(filepath.Join(root, logName)); err == nil {
 		cands = append(cands, root) // an older ferry's layout
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -28,16 +30,25 @@ type outageEnv struct {
 	wb   *writeback.Manager
 	mem  *mem.Store
 	down atomic.Bool
+	// stall names keys (separated by spaces) whose uploads hang until
+	// cancelled.
+	stall atomic.Value
 }
 
 func newOutageEnv(t *testing.T) *outageEnv {
 	t.Helper()
 	e := &outageEnv{t: t, mem: mem.New(mem.Options{Bucket: "bkt"})}
+	e.stall.Store("")
 	st := faulty.New(e.mem, faulty.Config{Fail: func(op, key string) error {
 		if e.down.Load() {
 			return faulty.ErrTransport
 		}
 		return nil
+	}, Stall: func(op, key string) time.Duration {
+		if (op == faulty.OpPut || op == faulty.OpCreateUpload || op == faulty.OpCopy) && slices.Contains(strings.Fields(e.stall.Load().(string)), key) {
+			return faulty.Forever
+		}
+		return 0
 	}})
 	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
 		if scheme == "s3" && bucket == "bkt" {
@@ -228,5 +239,47 @@ func TestFsyncDir(t *testing.T) {
 	}
 	if _, err := e.mem.Stat(ctx, "d/b"); err != nil {
 		t.Errorf("d/b not durable after fsync of d: %v", err)
+	}
+}
+
+// TestRenameDirLeavesOldNames: the old name of a renamed file, still in
+// the bucket until its new name is durable, is not part of its former
+// directory: renaming that directory does not carry it along.
+func TestRenameDirLeavesOldNames(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	e.write("s3/bkt/b/a", []byte("first"))
+	e.write("s3/bkt/b/keep", []byte("keep"))
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Changed over its object, then renamed: b/a is deleted only once x
+	// is durable, and x's upload hangs.
+	e.stall.Store("b/a x")
+	h, err := e.fs.Open(ctx, "s3/bkt/b/a", OpenFlags{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write([]byte("second"), 0)
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Rename(ctx, "s3/bkt/b/a", "s3/bkt/x", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Rename(ctx, "s3/bkt/b", "s3/bkt/d", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := e.fs.Readdir(ctx, "s3/bkt/d")
+	if err != nil || len(ents) != 1 || ents[0].Name != "keep" {
+		t.Errorf("the renamed directory lists %v (%v), want only keep", ents, err)
+	}
+	if _, err := e.mem.Stat(ctx, "d/a"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("the old name was copied along: %v", err)
+	}
+	for _, p := range []string{"s3/bkt/b", "s3/bkt/b/a"} {
+		if _, err := e.fs.Getattr(ctx, p); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("stat %s: %v, want ENOENT", p, err)
+		}
 	}
 }

@@ -238,6 +238,11 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 		}
 		fs.deps.Meta.Forget(nl.cacheKey())
 	}
+	// Old names of renamed files (deleted by writeback once their new
+	// name is durable) are not in the directory any more: they stay.
+	for _, k := range fs.deps.Writeback.PendingDeletes(src.Scheme, src.Bucket, sp) {
+		seen[k] = true
+	}
 	for _, o := range objs {
 		if seen[o.Key] {
 			continue

@@ -41,11 +41,7 @@ const (
 // Transport errors keep no sentinel, so they are never ErrNotFound. An
 // error that is already an *objstore.Error is returned as is.
 func (s *Store) wrap(op, key string, sc scope, err error) error {
-	if err == nil {
-		return nil
-	}
-	var oe *objstore.Error
-	if errors.As(err, &oe) {
+	if err == nil || objstore.IsError(err) {
 		return err
 	}
 	redactSAS(err)
@@ -110,20 +106,6 @@ func classify(e *objstore.Error, err error, sc scope) {
 func isStatus(err error, status int) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && re.StatusCode == status
-}
-
-// missingAsPrecondition turns err, which wraps objstore.ErrNotFound, into
-// the ErrPrecondition of a conditional operation on a missing blob,
-// keeping the status, request id and code of the answer.
-func missingAsPrecondition(err error) error {
-	var oe *objstore.Error
-	if !errors.As(err, &oe) || errors.Is(err, objstore.ErrNoBucket) {
-		return err
-	}
-	pe := *oe
-	pe.Kind = objstore.ErrPrecondition
-	pe.Err = errors.New("azure: the blob does not exist")
-	return &pe
 }
 
 // badRequest is a final client-side error (no sentinel, not retryable).

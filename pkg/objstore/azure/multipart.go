@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -39,7 +35,6 @@ import (
 // an upload is in progress discards the upload's blocks: its Complete then
 // fails with ErrNotFound.
 const (
-	uploadIDBytes = 8
 	markerSuffix  = "00000"
 	abortSuffix   = "abort"
 	sasLifetime   = time.Hour // of the source URL of CopyPart
@@ -52,47 +47,25 @@ func blockID(id, suffix string) string {
 
 func partSuffix(n int) string { return fmt.Sprintf("%05d", n) }
 
-// validID reports whether id can be an upload ID of this driver.
-func validID(id string) bool {
-	if len(id) != 2*uploadIDBytes {
-		return false
-	}
-	_, err := hex.DecodeString(id)
-	return err == nil
-}
-
 // upload is one block-list upload.
 type upload struct {
-	s    *Store
-	key  string
-	id   string
-	opts objstore.PutOptions
-
-	// mu guards parts and state.
-	mu    sync.Mutex
-	parts map[int]int64 // part number → size (0: no block, skipped)
-	state uploadState
+	s     *Store
+	key   string
+	id    string
+	opts  objstore.PutOptions
+	parts objstore.UploadParts[int64] // part number → size (0: no block, skipped)
 }
-
-// uploadState is where an upload is in its life.
-type uploadState int
-
-const (
-	active uploadState = iota
-	completed
-	aborted
-)
 
 var _ objstore.Upload = (*upload)(nil)
 
 // CreateUpload starts a multipart upload of key by staging its marker
 // block. The preconditions in opts are checked by Complete's commit.
 func (s *Store) CreateUpload(ctx context.Context, key string, opts objstore.PutOptions) (objstore.Upload, error) {
-	var b [uploadIDBytes]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	id, err := objstore.NewUploadID()
+	if err != nil {
 		return nil, err
 	}
-	u := &upload{s: s, key: key, id: hex.EncodeToString(b[:]), opts: opts, parts: make(map[int]int64)}
+	u := &upload{s: s, key: key, id: id, opts: opts}
 	u.opts.Metadata = decodeMetadata(encodeMetadata(opts.Metadata))
 	if err := s.stageBytes(ctx, "CreateUpload", key, blockID(u.id, markerSuffix), []byte{'m'}); err != nil {
 		return nil, err
@@ -112,7 +85,7 @@ func (s *Store) stageBytes(ctx context.Context, op, key, id string, data []byte)
 // commits it; its blocks expire on the service. An unknown or finished
 // upload is not an error.
 func (s *Store) AbortUpload(ctx context.Context, key, uploadID string) error {
-	if !validID(uploadID) {
+	if !objstore.ValidUploadID(uploadID) {
 		return nil
 	}
 	blocks, err := s.uncommitted(ctx, "AbortUpload", key)
@@ -145,17 +118,13 @@ func (s *Store) uncommitted(ctx context.Context, op, key string) (map[string]boo
 // ID returns the upload ID for AbortUpload.
 func (u *upload) ID() string { return u.id }
 
-// finishedLocked returns an error wrapping objstore.ErrNotFound when the
-// upload is completed or aborted. u.mu must be held.
-func (u *upload) finishedLocked(op string) error {
-	if u.state == active {
+// finished returns an error wrapping objstore.ErrNotFound when the upload
+// is completed or aborted (state is not active).
+func (u *upload) finished(op string, state objstore.UploadState) error {
+	if state == objstore.UploadActive {
 		return nil
 	}
-	what := "completed"
-	if u.state == aborted {
-		what = "aborted"
-	}
-	return u.notFound(op, fmt.Errorf("azure: upload %s was %s", u.id, what))
+	return u.notFound(op, fmt.Errorf("azure: upload %s was %s", u.id, state))
 }
 
 func (u *upload) notFound(op string, cause error) error {
@@ -170,15 +139,7 @@ func (u *upload) check(op string, n int, size int64) error {
 	if size < 0 || size > MaxBlockSize {
 		return u.s.badRequest(op, u.key, "RequestBodyTooLarge", fmt.Errorf("part size %d outside [0, %d]", size, int64(MaxBlockSize)))
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.finishedLocked(op)
-}
-
-func (u *upload) setPart(n int, size int64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.parts[n] = size
+	return u.finished(op, u.parts.State())
 }
 
 // UploadPart stages part n as a block with its MD5 (replacing an earlier
@@ -199,7 +160,7 @@ func (u *upload) UploadPart(ctx context.Context, n int, src io.ReaderAt, size in
 			return u.s.wrap("UploadPart", u.key, bucketScope, err)
 		}
 	}
-	u.setPart(n, size)
+	u.parts.Set(n, size)
 	return nil
 }
 
@@ -223,7 +184,7 @@ func (u *upload) CopyPart(ctx context.Context, n int, srcKey string, off, length
 			return err
 		}
 	}
-	u.setPart(n, length)
+	u.parts.Set(n, length)
 	return nil
 }
 
@@ -270,23 +231,14 @@ func (u *upload) copyBlock(ctx context.Context, id, srcKey string, off, length i
 // the upload was aborted, completed, or its blocks were discarded by
 // another writer's commit.
 func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
-	u.mu.Lock()
-	if err := u.finishedLocked("Complete"); err != nil {
-		u.mu.Unlock()
+	state, nums, sizes := u.parts.Parts()
+	if err := u.finished("Complete", state); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	nums := make([]int, 0, len(u.parts))
 	var total int64
-	for n, size := range u.parts {
-		nums = append(nums, n)
+	for _, size := range sizes {
 		total += size
 	}
-	sizes := make(map[int]int64, len(u.parts))
-	for n, size := range u.parts {
-		sizes[n] = size
-	}
-	u.mu.Unlock()
-	sort.Ints(nums)
 	if len(nums) == 0 {
 		return objstore.ObjectInfo{}, u.s.badRequest("Complete", u.key, "InvalidBlockList", errors.New("azure: no parts uploaded"))
 	}
@@ -318,7 +270,7 @@ func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
 	if err != nil {
 		return objstore.ObjectInfo{}, u.s.wrap("Complete", u.key, objectScope, err)
 	}
-	u.finish(completed)
+	u.parts.Finish(objstore.UploadCompleted)
 	return objstore.ObjectInfo{
 		Key:      u.key,
 		Size:     total,
@@ -332,20 +284,8 @@ func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
 // nothing commits it; the blocks expire there. Aborting a finished upload
 // is not an error.
 func (u *upload) Abort(ctx context.Context) error {
-	if prev := u.finish(aborted); prev != active {
+	if prev := u.parts.Finish(objstore.UploadAborted); prev != objstore.UploadActive {
 		return nil
 	}
 	return u.s.stageBytes(ctx, "Abort", u.key, blockID(u.id, abortSuffix), []byte{'a'})
-}
-
-// finish moves an active upload to state and returns the state it was in
-// before (a finished upload keeps its state).
-func (u *upload) finish(state uploadState) uploadState {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	prev := u.state
-	if prev == active {
-		u.state = state
-	}
-	return prev
 }

@@ -95,11 +95,9 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 		Version:  etagVersion(resp.ETag),
 		Metadata: decodeMetadata(resp.Metadata),
 	}
-	want := max(info.Size-off, 0)
-	if length >= 0 && length < want {
-		want = length
-	}
-	return &reader{s: s, key: key, body: resp.Body, info: info, want: want}, nil
+	return objstore.NewRangeReader(resp.Body, info, off, length, func(err error) error {
+		return s.wrap("Read", key, objectScope, err)
+	}), nil
 }
 
 // totalSize returns the object size of a download: the total of
@@ -113,49 +111,14 @@ func totalSize(contentRange string, contentLength int64) int64 {
 	return contentLength
 }
 
+// emptyReader returns a reader of no bytes describing the current blob.
 func (s *Store) emptyReader(ctx context.Context, key, version string) (objstore.Reader, error) {
 	info, err := s.stat(ctx, "NewReader", key, version)
 	if err != nil {
 		return nil, err
 	}
-	return &reader{info: info}, nil
+	return objstore.EmptyReader(info), nil
 }
-
-// reader is a blob body. It counts bytes to turn a body that ends early
-// into io.ErrUnexpectedEOF. A nil body is empty.
-type reader struct {
-	s    *Store
-	key  string
-	body io.ReadCloser
-	info objstore.ObjectInfo
-	want int64 // bytes the body must deliver
-	got  int64
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if r.body == nil {
-		return 0, io.EOF
-	}
-	n, err := r.body.Read(p)
-	r.got += int64(n)
-	switch {
-	case err == io.EOF && r.got < r.want:
-		err = fmt.Errorf("azure: body of %s ended after %d of %d bytes: %w", r.key, r.got, r.want, io.ErrUnexpectedEOF)
-		return n, r.s.wrap("Read", r.key, objectScope, err)
-	case err != nil && err != io.EOF:
-		return n, r.s.wrap("Read", r.key, objectScope, err)
-	}
-	return n, err
-}
-
-func (r *reader) Close() error {
-	if r.body == nil {
-		return nil
-	}
-	return r.body.Close()
-}
-
-func (r *reader) Info() objstore.ObjectInfo { return r.info }
 
 // Put uploads size bytes of src as one block blob (Put Blob), sending its
 // MD5 so that Azure verifies the body. Errors wrap objstore.ErrPrecondition
@@ -308,17 +271,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts objstore.DeleteOpti
 		DeleteSnapshots:  &include,
 		AccessConditions: ifMatch(opts.IfVersion),
 	})
-	if err == nil {
-		return nil
-	}
-	werr := s.wrap("Delete", key, objectScope, err)
-	if errors.Is(werr, objstore.ErrNotFound) && !errors.Is(werr, objstore.ErrNoBucket) {
-		if opts.IfVersion != "" {
-			return missingAsPrecondition(werr)
-		}
-		return nil
-	}
-	return werr
+	return objstore.DeleteErr(s.wrap("Delete", key, objectScope, err), opts.IfVersion, errors.New("azure: the blob does not exist"))
 }
 
 // deref returns *p, or the zero value for nil.

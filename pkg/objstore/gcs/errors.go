@@ -34,11 +34,7 @@ const requestIDHeader = "X-Guploader-Uploadid"
 // ErrNotFound. An error that is already an *objstore.Error is returned as
 // is.
 func (s *Store) wrap(op, key string, sc scope, err error) error {
-	if err == nil {
-		return nil
-	}
-	var oe *objstore.Error
-	if errors.As(err, &oe) {
+	if err == nil || objstore.IsError(err) {
 		return err
 	}
 	e := &objstore.Error{Provider: "gs", Op: op, Bucket: s.cfg.Bucket, Key: key, Err: err}
@@ -131,15 +127,12 @@ func (s *Store) preconditionErr(op, key string, cause error) error {
 // the ErrPrecondition of a conditional operation on a missing object,
 // keeping the status, request id and code of the answer.
 func missingAsPrecondition(err error) error {
-	var oe *objstore.Error
-	if !errors.As(err, &oe) {
-		return err
-	}
-	pe := *oe
-	pe.Kind = objstore.ErrPrecondition
-	pe.Err = errors.New("gcs: the object does not exist")
-	return &pe
+	return objstore.MissingAsPrecondition(err, errMissing)
 }
+
+// errMissing is the cause of the ErrPrecondition of a conditional
+// operation on a missing object.
+var errMissing = errors.New("gcs: the object does not exist")
 
 // badRequest is a final client-side error (no sentinel, not retryable).
 func (s *Store) badRequest(op, key, code string, cause error) error {

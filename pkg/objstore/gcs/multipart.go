@@ -3,13 +3,10 @@ package gcs
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 
@@ -30,23 +27,12 @@ const (
 	maxComposeSources = 32 // sources per compose request
 	composeParallel   = 8  // concurrent compose requests of one level
 	deleteParallel    = 16 // concurrent deletes of temporaries
-	uploadIDBytes     = 8  // random bytes of an upload ID (16 hex digits)
 	markerName        = "upload"
 )
 
 func isPartName(name string) bool { return name != "" && strings.Contains(name, PartInfix) }
 
 func partPrefix(key, id string) string { return key + PartInfix + id + "/" }
-
-// validID reports whether id can be an upload ID of this driver, so that
-// AbortUpload never deletes below a prefix it did not make.
-func validID(id string) bool {
-	if len(id) != 2*uploadIDBytes {
-		return false
-	}
-	_, err := hex.DecodeString(id)
-	return err == nil
-}
 
 // upload is one parallel composite upload.
 type upload struct {
@@ -55,34 +41,17 @@ type upload struct {
 	id     string
 	prefix string
 	opts   objstore.PutOptions
-
-	// mu guards parts and state.
-	mu    sync.Mutex
-	parts map[int]int64 // part number → generation of its temporary object
-	state uploadState
+	parts  objstore.UploadParts[int64] // part number → generation of its temporary object
 }
 
-// uploadState is where an upload is in its life.
-type uploadState int
-
-const (
-	active uploadState = iota
-	completed
-	aborted
-)
-
-// finishedLocked returns an error wrapping objstore.ErrNotFound when the
-// upload is completed or aborted. u.mu must be held.
-func (u *upload) finishedLocked(op string) error {
-	if u.state == active {
+// finished returns an error wrapping objstore.ErrNotFound when the upload
+// is completed or aborted (state is not active).
+func (u *upload) finished(op string, state objstore.UploadState) error {
+	if state == objstore.UploadActive {
 		return nil
 	}
-	what := "completed"
-	if u.state == aborted {
-		what = "aborted"
-	}
 	return &objstore.Error{Provider: "gs", Op: op, Bucket: u.s.cfg.Bucket, Key: u.key, Status: http.StatusNotFound,
-		Kind: objstore.ErrNotFound, Err: fmt.Errorf("gcs: upload %s was %s", u.id, what)}
+		Kind: objstore.ErrNotFound, Err: fmt.Errorf("gcs: upload %s was %s", u.id, state)}
 }
 
 var _ objstore.Upload = (*upload)(nil)
@@ -91,12 +60,11 @@ var _ objstore.Upload = (*upload)(nil)
 // object under the upload's temporary prefix. The preconditions in opts are
 // checked by Complete's final compose.
 func (s *Store) CreateUpload(ctx context.Context, key string, opts objstore.PutOptions) (objstore.Upload, error) {
-	var b [uploadIDBytes]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	id, err := objstore.NewUploadID()
+	if err != nil {
 		return nil, err
 	}
-	id := hex.EncodeToString(b[:])
-	u := &upload{s: s, key: key, id: id, prefix: partPrefix(key, id), opts: opts, parts: make(map[int]int64)}
+	u := &upload{s: s, key: key, id: id, prefix: partPrefix(key, id), opts: opts}
 	u.opts.Metadata = lowerKeys(opts.Metadata)
 	if _, err := s.upload(ctx, "CreateUpload", u.prefix+markerName, bytes.NewReader(nil), 0,
 		storage.Conditions{}, "", nil); err != nil {
@@ -108,7 +76,7 @@ func (s *Store) CreateUpload(ctx context.Context, key string, opts objstore.PutO
 // AbortUpload deletes the temporary objects of upload uploadID of key.
 // An unknown or finished upload is not an error.
 func (s *Store) AbortUpload(ctx context.Context, key, uploadID string) error {
-	if !validID(uploadID) {
+	if !objstore.ValidUploadID(uploadID) { // never delete below a prefix we did not make
 		return nil
 	}
 	return s.deletePrefix(ctx, partPrefix(key, uploadID), nil)
@@ -121,9 +89,7 @@ func (u *upload) check(op string, n int) error {
 	if n < 1 || n > MaxParts {
 		return u.s.badRequest(op, u.key, "InvalidPartNumber", fmt.Errorf("part number %d outside [1, %d]", n, MaxParts))
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.finishedLocked(op)
+	return u.finished(op, u.parts.State())
 }
 
 // UploadPart stores part n as a temporary object (replacing an earlier
@@ -136,9 +102,7 @@ func (u *upload) UploadPart(ctx context.Context, n int, src io.ReaderAt, size in
 	if err != nil {
 		return err
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.parts[n] = a.Generation
+	u.parts.Set(n, a.Generation)
 	return nil
 }
 
@@ -155,23 +119,16 @@ func (u *upload) CopyPart(ctx context.Context, n int, srcKey string, off, length
 // preconditions fail (the upload then stays pending, to be aborted), and
 // objstore.ErrNotFound when the upload was aborted or completed.
 func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
-	u.mu.Lock()
-	if err := u.finishedLocked("Complete"); err != nil {
-		u.mu.Unlock()
+	state, nums, gens := u.parts.Parts()
+	if err := u.finished("Complete", state); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	nums := make([]int, 0, len(u.parts))
-	for n := range u.parts {
-		nums = append(nums, n)
-	}
-	sort.Ints(nums)
 	srcs := make([]*storage.ObjectHandle, len(nums))
 	names := make([]string, len(nums))
 	for i, n := range nums {
 		names[i] = fmt.Sprintf("%spart-%05d", u.prefix, n)
-		srcs[i] = u.s.bkt.Object(names[i]).Generation(u.parts[n])
+		srcs[i] = u.s.bkt.Object(names[i]).Generation(gens[n])
 	}
-	u.mu.Unlock()
 	if len(srcs) == 0 {
 		return objstore.ObjectInfo{}, u.s.badRequest("Complete", u.key, "NoParts", errors.New("gcs: no parts uploaded"))
 	}
@@ -198,7 +155,7 @@ func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
 	if err != nil {
 		return objstore.ObjectInfo{}, u.s.wrap("Complete", u.key, objectScope, err)
 	}
-	u.finish(completed)
+	u.parts.Finish(objstore.UploadCompleted)
 	// The object is durable; temporaries left by a failed delete are
 	// removed by a later AbortUpload.
 	_ = u.s.deletePrefix(ctx, u.prefix, names)
@@ -269,22 +226,10 @@ func (u *upload) composeLevel(ctx context.Context, level int, srcs []*storage.Ob
 // Abort deletes the upload's temporaries. Aborting a finished upload is
 // not an error.
 func (u *upload) Abort(ctx context.Context) error {
-	if u.finish(aborted) == completed {
+	if u.parts.Finish(objstore.UploadAborted) == objstore.UploadCompleted {
 		return nil
 	}
 	return u.s.deletePrefix(ctx, u.prefix, nil)
-}
-
-// finish moves an active upload to state and returns the state it was in
-// before (a finished upload keeps its state).
-func (u *upload) finish(state uploadState) uploadState {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	prev := u.state
-	if prev == active {
-		u.state = state
-	}
-	return prev
 }
 
 // deletePrefix deletes every object under prefix (found by listing, plus

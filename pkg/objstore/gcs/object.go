@@ -78,7 +78,7 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 				return nil, serr
 			}
 			if a.Size <= off {
-				return &reader{info: info(a)}, nil
+				return objstore.EmptyReader(info(a)), nil
 			}
 		}
 		return nil, s.wrap("NewReader", key, objectScope, err)
@@ -90,11 +90,9 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 		r.Close()
 		return nil, s.preconditionErr("NewReader", key, fmt.Errorf("generation is %s, not %s", ri.Version, opts.IfVersion))
 	}
-	want := ri.Size - off
-	if length >= 0 && length < want {
-		want = length
-	}
-	return &reader{s: s, key: key, r: r, info: ri, want: want}, nil
+	return objstore.NewRangeReader(r, ri, off, length, func(err error) error {
+		return s.wrap("Read", key, objectScope, err)
+	}), nil
 }
 
 // emptyReader returns a reader of no bytes describing the current object.
@@ -103,7 +101,7 @@ func (s *Store) emptyReader(ctx context.Context, key, version string) (objstore.
 	if err != nil {
 		return nil, err
 	}
-	return &reader{info: info(a)}, nil
+	return objstore.EmptyReader(info(a)), nil
 }
 
 // readerInfo describes the object version a range reader serves.
@@ -116,42 +114,6 @@ func readerInfo(key string, r *storage.Reader) objstore.ObjectInfo {
 		Metadata: lowerKeys(r.Metadata()),
 	}
 }
-
-// reader is an object body. It counts bytes to turn a body that ends early
-// into io.ErrUnexpectedEOF. A nil r is an empty body.
-type reader struct {
-	s    *Store
-	key  string
-	r    *storage.Reader
-	info objstore.ObjectInfo
-	want int64 // bytes the body must deliver
-	got  int64
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if r.r == nil {
-		return 0, io.EOF
-	}
-	n, err := r.r.Read(p)
-	r.got += int64(n)
-	switch {
-	case err == io.EOF && r.got < r.want:
-		err = fmt.Errorf("gcs: body of %s ended after %d of %d bytes: %w", r.key, r.got, r.want, io.ErrUnexpectedEOF)
-		return n, r.s.wrap("Read", r.key, objectScope, err)
-	case err != nil && err != io.EOF:
-		return n, r.s.wrap("Read", r.key, objectScope, err)
-	}
-	return n, err
-}
-
-func (r *reader) Close() error {
-	if r.r == nil {
-		return nil
-	}
-	return r.r.Close()
-}
-
-func (r *reader) Info() objstore.ObjectInfo { return r.info }
 
 // Put uploads size bytes of src as key, with its CRC32C checked by GCS.
 // Objects below Config.ChunkSize go in one request, larger ones as a
@@ -306,16 +268,5 @@ func (s *Store) Delete(ctx context.Context, key string, opts objstore.DeleteOpti
 		}
 		h = h.If(storage.Conditions{GenerationMatch: gen})
 	}
-	err := h.Delete(ctx)
-	if err == nil {
-		return nil
-	}
-	werr := s.wrap("Delete", key, objectScope, err)
-	if errors.Is(werr, objstore.ErrNotFound) && !errors.Is(werr, objstore.ErrNoBucket) {
-		if opts.IfVersion != "" {
-			return missingAsPrecondition(werr)
-		}
-		return nil
-	}
-	return werr
+	return objstore.DeleteErr(s.wrap("Delete", key, objectScope, h.Delete(ctx)), opts.IfVersion, errMissing)
 }

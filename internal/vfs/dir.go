@@ -205,23 +205,13 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 	}
 	// Old names of renamed files, deleted once the new name is durable,
 	// are gone for the task already (see Readdir).
-	ghosts := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, l.dirPrefix())
-	opts := objstore.ListOptions{Prefix: l.dirPrefix(), MaxKeys: 2 + len(ghosts)}
-	for {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			fs.logErr("rmdir", l, err)
-			return err
-		}
-		for _, o := range page.Objects {
-			if _, ghost := slices.BinarySearch(ghosts, o.Key); o.Key != l.dirPrefix() && !ghost {
-				return syscall.ENOTEMPTY
-			}
-		}
-		if page.NextToken == "" {
-			break
-		}
-		opts.Token = page.NextToken
+	live, err := fs.liveUnder(ctx, st, l, true)
+	if err != nil {
+		fs.logErr("rmdir", l, err)
+		return err
+	}
+	if live {
+		return syscall.ENOTEMPTY
 	}
 	if err := st.Delete(ctx, l.dirPrefix(), objstore.DeleteOptions{}); err != nil {
 		fs.logErr("rmdir", l, err)

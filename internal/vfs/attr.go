@@ -58,7 +58,9 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		return fileAttr(f), nil
 	}
 	if fs.deps.Writeback.PendingDelete(l.target()) {
-		return Attr{}, syscall.ENOENT // renamed away; deleted once the new name is durable
+		// The object at l was renamed away (deleted once the new name
+		// is durable); a directory l may exist all the same.
+		return fs.dirAttrOnly(ctx, l)
 	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok {
 		if e.Kind == meta.KindNone {
@@ -237,4 +239,30 @@ func (fs *FS) missedOften(dir Loc) bool {
 func (fs *FS) tryListing(ctx context.Context, dir Loc) (*meta.Listing, bool) {
 	ls, err := fs.listing(ctx, dir)
 	return ls, err == nil
+}
+
+// dirAttrOnly stats l as a directory only (the object named l does not
+// count): staged files below, a cached directory entry, or keys below l
+// in the bucket other than old names pending deletion.
+func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
+	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) > 0 {
+		return dirAttr, nil
+	}
+	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok && e.Kind == meta.KindDir {
+		return dirAttr, nil
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return Attr{}, err
+	}
+	live, err := fs.liveUnder(ctx, st, l, false)
+	if err != nil {
+		fs.logErr("lookup", l, err)
+		return Attr{}, err
+	}
+	if !live {
+		return Attr{}, syscall.ENOENT
+	}
+	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
+	return dirAttr, nil
 }

@@ -30,6 +30,10 @@ type Handle struct {
 	rd       *block.Reader   // clean reads
 	ref      block.Ref       // what rd reads
 	old      []*block.Reader // readers replaced by a rename; closed at Release
+	// follow is the dirty file a clean handle found at its name (the same
+	// file, written through another handle): it reads from it from then
+	// on, holding a reference (see dirty).
+	follow *writeback.File
 
 	// KeepCache tells the kernel it may keep its page cache for this file:
 	// the version is the one seen at the previous open.
@@ -191,11 +195,8 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 
 // Read reads at off. It returns fewer bytes only at the end of the file.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	f := h.wf
-	l, linked := h.where()
-	if f == nil && linked {
-		f = h.fs.deps.Writeback.Get(l.target())
-	}
+	f := h.dirty()
+	l, _ := h.where()
 	var n int
 	var err error
 	if f != nil {
@@ -232,10 +233,7 @@ func readFull(ctx context.Context, read func(context.Context, []byte, int64) (in
 // hand the kernel a file descriptor instead of copying.
 func (h *Handle) CachedFile(off int64, n int) (*os.File, int64, bool) {
 	rd := h.reader()
-	if rd == nil {
-		return nil, 0, false
-	}
-	if l, linked := h.where(); linked && h.fs.deps.Writeback.Get(l.target()) != nil {
+	if rd == nil || h.dirty() != nil {
 		return nil, 0, false
 	}
 	return rd.CachedFile(off, int64(n))
@@ -256,12 +254,9 @@ func (h *Handle) Write(p []byte, off int64) (int, error) {
 
 // Fsync makes the file durable in the bucket.
 func (h *Handle) Fsync(ctx context.Context) error {
-	l, linked := h.where()
+	l, _ := h.where()
 	if h.wf == nil {
-		if !linked {
-			return nil
-		}
-		if f := h.fs.deps.Writeback.Get(l.target()); f != nil {
+		if f := h.dirty(); f != nil {
 			return f.Sync(ctx)
 		}
 		return nil
@@ -291,11 +286,16 @@ func (h *Handle) Release() error {
 	h.mu.Lock()
 	rds := append(h.old, h.rd)
 	h.rd, h.old = nil, nil
+	follow := h.follow
+	h.follow = nil
 	h.mu.Unlock()
 	for _, rd := range rds {
 		if rd != nil {
 			rd.Close()
 		}
+	}
+	if follow != nil {
+		_ = follow.Release() // its writers report staging errors
 	}
 	if h.wf != nil {
 		return h.wf.Release()

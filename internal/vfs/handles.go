@@ -7,6 +7,7 @@ import (
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
@@ -30,18 +31,36 @@ func (h *Handle) reader() *block.Reader {
 	return h.rd
 }
 
+// dirty returns the dirty file the handle reads: its own (opened on a
+// dirty file or for writing), else, for a clean handle, the dirty file
+// written at its name through another handle, which it follows from then
+// on (even once that file is durable and closed elsewhere); nil when the
+// file is clean.
+func (h *Handle) dirty() *writeback.File {
+	if h.wf != nil {
+		return h.wf
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.follow != nil || h.unlinked {
+		return h.follow
+	}
+	if f := h.fs.deps.Writeback.Get(h.loc.target()); f != nil {
+		f.Acquire()
+		h.follow = f
+	}
+	return h.follow
+}
+
 // Attr is what fstat shows of the open file: the dirty file it writes,
 // else the name's attributes while the file still has its name, else
 // the attributes the file had when it was opened (it was unlinked).
 func (h *Handle) Attr(ctx context.Context) (Attr, error) {
-	if h.wf != nil {
-		return fileAttr(h.wf), nil
+	if f := h.dirty(); f != nil {
+		return fileAttr(f), nil
 	}
 	l, linked := h.where()
 	if linked {
-		if f := h.fs.deps.Writeback.Get(l.target()); f != nil {
-			return fileAttr(f), nil
-		}
 		a, err := h.fs.getattr(ctx, l)
 		switch {
 		case err == nil && a.Kind == meta.KindFile:
@@ -156,12 +175,9 @@ func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
 	wb := fs.deps.Writeback
 	detach := false
 	for _, h := range hs {
-		if h.wf != nil {
-			detach = detach || h.wf.HasBase(l.Key)
+		if f := h.dirty(); f != nil {
+			detach = detach || f.HasBase(l.Key)
 			continue
-		}
-		if f := wb.Get(l.target()); f != nil && f.HasBase(l.Key) {
-			detach = true
 		}
 		h.mu.Lock()
 		ref, rd := h.ref, h.rd

@@ -285,3 +285,71 @@ func TestRenameDirLeavesOldNames(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderFollowsWriter: a descriptor opened read-only on a clean
+// object sees what another descriptor writes to the same file, also once
+// that file is durable and its writer closed.
+func TestReaderFollowsWriter(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	e.put("a", bytes.Repeat([]byte("o"), 50000))
+	r, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	w, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{Write: true, Trunc: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("new"), 0)
+	if got := readAt(t, r, 0, 10); string(got) != "new" {
+		t.Errorf("read while the writer is open: %q", got)
+	}
+	if err := w.Fsync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(t, r, 0, 10); string(got) != "new" {
+		t.Errorf("read after the writer closed and the file is durable: %q", got)
+	}
+}
+
+// TestDirAtRenamedName: a directory made at the old name of a renamed
+// file (whose object is deleted only once the new name is durable) shows.
+func TestDirAtRenamedName(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	e.write("s3/bkt/b", []byte("first"))
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.stall.Store("b c")
+	h, err := e.fs.Open(ctx, "s3/bkt/b", OpenFlags{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write([]byte("second"), 0)
+	h.Release()
+	if err := e.fs.Rename(ctx, "s3/bkt/b", "s3/bkt/c", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fs.Getattr(ctx, "s3/bkt/b"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("stat of the old name: %v, want ENOENT", err)
+	}
+	if err := e.fs.Mkdir(ctx, "s3/bkt/b"); err != nil {
+		t.Fatal(err)
+	}
+	e.fs.deps.Meta.Clear()
+	if a, err := e.fs.Getattr(ctx, "s3/bkt/b"); err != nil || a.Kind != KindDir {
+		t.Errorf("stat of the new directory: %+v, %v", a, err)
+	}
+	if err := e.fs.Rmdir(ctx, "s3/bkt/b"); err != nil {
+		t.Errorf("rmdir of the new directory: %v", err)
+	}
+}

@@ -32,6 +32,18 @@ type Harness struct {
 	NoObjectPrefixCollision bool
 }
 
+// HarnessFor returns the Harness of a driver's own test helpers, which take
+// its concrete store type S: newStore opens a fresh store for one subtest
+// (see Harness.NewStore) and pending, when not nil, counts its pending
+// uploads (see Harness.PendingUploads).
+func HarnessFor[S objstore.Store](newStore func(t *testing.T) S, pending func(t *testing.T, s S) int) Harness {
+	h := Harness{NewStore: func(t *testing.T) objstore.Store { return newStore(t) }}
+	if pending != nil {
+		h.PendingUploads = func(t *testing.T, s objstore.Store) int { return pending(t, s.(S)) }
+	}
+	return h
+}
+
 // testCase is one named conformance check.
 type testCase struct {
 	name string

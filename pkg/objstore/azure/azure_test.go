@@ -26,23 +26,19 @@ const testPartSize = 64 << 10
 func newTestStore(t *testing.T) *Store {
 	t.Helper()
 	srv := testenv.Azurite(t)
-	s, err := New(t.Context(), Config{
-		Container:        srv.NewContainer(t),
-		ConnectionString: srv.ConnectionString,
-		MinPartSize:      testPartSize,
+	return objstoretest.Open(t, func() (*Store, error) {
+		return New(t.Context(), Config{
+			Container:        srv.NewContainer(t),
+			ConnectionString: srv.ConnectionString,
+			MinPartSize:      testPartSize,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // pendingUploads counts the uploads whose marker block is staged and that
 // carry no abort block, over every blob with uncommitted blocks.
-func pendingUploads(t *testing.T, st objstore.Store) int {
+func pendingUploads(t *testing.T, s *Store) int {
 	t.Helper()
-	s := st.(*Store)
 	n := 0
 	pager := s.cont.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Include: container.ListBlobsInclude{UncommittedBlobs: true}})
 	for pager.More() {
@@ -80,73 +76,27 @@ func pendingUploads(t *testing.T, st objstore.Store) int {
 }
 
 func TestConformance(t *testing.T) {
-	objstoretest.Run(t, objstoretest.Harness{
-		NewStore:       func(t *testing.T) objstore.Store { return newTestStore(t) },
-		PendingUploads: pendingUploads,
-	})
+	objstoretest.Run(t, objstoretest.HarnessFor(newTestStore, pendingUploads))
 }
 
 // TestStaleVersion checks every conditional operation against a real,
 // replaced ETag.
 func TestStaleVersion(t *testing.T) {
 	s := newTestStore(t)
-	ctx := t.Context()
-	put := func(key, data string, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
-		return s.Put(ctx, key, strings.NewReader(data), int64(len(data)), opts)
+	put := func(ctx context.Context, opts objstore.PutOptions) error {
+		_, err := s.Put(ctx, "k", strings.NewReader("x"), 1, opts)
+		return err
 	}
-	first, err := put("k", "old", objstore.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := put("k", "new", objstore.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := first.Version
-	mp, err := s.CreateUpload(ctx, "k", objstore.PutOptions{IfVersion: old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mp.Abort(context.WithoutCancel(ctx))
-	if err := mp.UploadPart(ctx, 1, strings.NewReader("part"), 4); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		call func() error
-	}{
-		{name: "Put", call: func() error { _, err := put("k", "x", objstore.PutOptions{IfVersion: old}); return err }},
-		{name: "PutIfAbsent", call: func() error { _, err := put("k", "x", objstore.PutOptions{IfAbsent: true}); return err }},
-		{name: "NewReader", call: func() error {
-			_, err := s.NewReader(ctx, "k", 0, -1, objstore.ReadOptions{IfVersion: old})
-			return err
-		}},
-		{name: "NewReaderPastEnd", call: func() error {
-			_, err := s.NewReader(ctx, "k", 10, 5, objstore.ReadOptions{IfVersion: old})
-			return err
-		}},
-		{name: "Copy", call: func() error {
-			_, err := s.Copy(ctx, "k", "dst", objstore.CopyOptions{IfVersion: old})
-			return err
-		}},
-		{name: "CopyOntoItself", call: func() error {
-			_, err := s.Copy(ctx, "k", "k", objstore.CopyOptions{IfVersion: old, Metadata: map[string]string{"a": "b"}})
-			return err
-		}},
-		{name: "Delete", call: func() error { return s.Delete(ctx, "k", objstore.DeleteOptions{IfVersion: old}) }},
-		{name: "DeleteMissing", call: func() error { return s.Delete(ctx, "missing", objstore.DeleteOptions{IfVersion: old}) }},
-		{name: "Complete", call: func() error { _, err := mp.Complete(ctx); return err }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.call(); !errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrNotFound) {
-				t.Errorf("error = %v, want ErrPrecondition only", err)
-			}
-		})
-	}
-	if st, err := s.Stat(ctx, "k"); err != nil || st.Version != cur.Version {
-		t.Errorf("Stat after failed preconditions = %+v, %v; want version %s", st, err, cur.Version)
-	}
+	objstoretest.CheckStaleVersion(t, s, func(old, _ string, _ objstore.Upload) []objstoretest.Call {
+		return []objstoretest.Call{
+			{Name: "Put", Call: func(ctx context.Context) error { return put(ctx, objstore.PutOptions{IfVersion: old}) }},
+			{Name: "PutIfAbsent", Call: func(ctx context.Context) error { return put(ctx, objstore.PutOptions{IfAbsent: true}) }},
+			{Name: "CopyOntoItself", Call: func(ctx context.Context) error {
+				_, err := s.Copy(ctx, "k", "k", objstore.CopyOptions{IfVersion: old, Metadata: map[string]string{"a": "b"}})
+				return err
+			}},
+		}
+	})
 }
 
 // TestMetadataKeys: keys that are no C# identifiers round-trip.

@@ -1,141 +1,68 @@
 package azure
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ferry-fs/ferry/internal/testenv"
 	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/objstoretest"
 )
 
 // cannedStore returns a shared-key Store whose every request gets the
 // answer of h.
 func cannedStore(t *testing.T, h http.HandlerFunc) *Store {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	s, err := New(t.Context(), Config{
-		Account:    testenv.AzuriteAccount,
-		AccountKey: testenv.AzuriteKey,
-		Endpoint:   srv.URL + "/" + testenv.AzuriteAccount,
-		Container:  "cont",
-		HTTPClient: srv.Client(),
+	return objstoretest.CannedStore(t, h, func(url string, c *http.Client) (*Store, error) {
+		return New(t.Context(), Config{
+			Account:    testenv.AzuriteAccount,
+			AccountKey: testenv.AzuriteKey,
+			Endpoint:   url + "/" + testenv.AzuriteAccount,
+			Container:  "cont",
+			HTTPClient: c,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
-// ops runs each Store operation on key "k" and returns its error.
-var ops = []struct {
-	name string
-	call func(ctx context.Context, s *Store) error
-}{
-	{name: "Stat", call: func(ctx context.Context, s *Store) error { _, err := s.Stat(ctx, "k"); return err }},
-	{name: "NewReader", call: func(ctx context.Context, s *Store) error {
-		r, err := s.NewReader(ctx, "k", 0, 10, objstore.ReadOptions{})
-		if err == nil {
-			r.Close()
-		}
-		return err
-	}},
-	{name: "List", call: func(ctx context.Context, s *Store) error {
-		_, err := s.List(ctx, objstore.ListOptions{Delimiter: "/"})
-		return err
-	}},
-	{name: "Put", call: func(ctx context.Context, s *Store) error {
-		_, err := s.Put(ctx, "k", bytes.NewReader([]byte("x")), 1, objstore.PutOptions{})
-		return err
-	}},
-	{name: "Copy", call: func(ctx context.Context, s *Store) error {
-		_, err := s.Copy(ctx, "k", "k2", objstore.CopyOptions{})
-		return err
-	}},
-	{name: "Delete", call: func(ctx context.Context, s *Store) error {
-		return s.Delete(ctx, "k", objstore.DeleteOptions{IfVersion: `"0x1"`})
-	}},
-}
+// ops are the Store operations the error tests run, each on key "k".
+var ops = objstoretest.ErrorOps(`"0x1"`)
 
 func TestErrorMapping(t *testing.T) {
-	var (
-		notFound   = objstore.ErrNotFound
-		noBucket   = objstore.ErrNoBucket
-		failed     = objstore.ErrPrecondition
-		permission = objstore.ErrPermission
-		throttled  = objstore.ErrThrottled
-	)
-	tests := []struct {
-		name   string
-		status int
-		code   string
-		all    error            // what every op wraps…
-		except map[string]error // …but these
-	}{
-		{name: "blob not found", status: 404, code: "BlobNotFound", all: notFound, except: map[string]error{"Delete": failed}},
-		{name: "container not found", status: 404, code: "ContainerNotFound", all: noBucket},
-		{name: "condition not met", status: 412, code: "ConditionNotMet", all: failed},
-		{name: "source condition not met", status: 412, code: "SourceConditionNotMet", all: failed},
-		{name: "if-none-match on existing blob", status: 409, code: "BlobAlreadyExists", all: failed},
-		{name: "other conflict", status: 409, code: "LeaseIdMissing", all: nil},
-		{name: "unauthenticated", status: 401, code: "NoAuthenticationInformation", all: permission},
-		{name: "forbidden", status: 403, code: "AuthorizationPermissionMismatch", all: permission},
-		{name: "too many requests", status: 429, code: "TooManyRequests", all: throttled},
-		{name: "server busy", status: 503, code: "ServerBusy", all: throttled},
-		{name: "internal error", status: 500, code: "InternalError", all: nil},
-	}
-	sentinels := []error{objstore.ErrNotFound, objstore.ErrNoBucket, objstore.ErrPrecondition,
-		objstore.ErrPermission, objstore.ErrThrottled, objstore.ErrUnsupported}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			reqID := "req-" + strconv.Itoa(tt.status)
-			s := cannedStore(t, func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("x-ms-request-id", reqID)
-				w.Header().Set("x-ms-error-code", tt.code)
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(tt.status)
-				if r.Method != http.MethodHead {
-					fmt.Fprintf(w, `<?xml version="1.0" encoding="utf-8"?><Error><Code>%s</Code><Message>canned</Message></Error>`, tt.code)
-				}
-			})
-			for _, op := range ops {
-				want, ok := tt.except[op.name]
-				if !ok {
-					want = tt.all
-				}
-				err := op.call(t.Context(), s)
-				var oe *objstore.Error
-				if !errors.As(err, &oe) {
-					t.Fatalf("%s: error %v (%T) is no *objstore.Error", op.name, err, err)
-				}
-				if oe.Provider != "az" || oe.Op != op.name || oe.Bucket != "cont" || (oe.Key == "") != (op.name == "List") {
-					t.Errorf("%s: error fields {%q %q %q %q}", op.name, oe.Provider, oe.Op, oe.Bucket, oe.Key)
-				}
-				if oe.Status != tt.status || oe.RequestID != reqID || oe.Code != tt.code {
-					t.Errorf("%s: Status %d RequestID %q Code %q, want %d %s %s", op.name, oe.Status, oe.RequestID, oe.Code, tt.status, reqID, tt.code)
-				}
-				for _, sen := range sentinels {
-					wantIs := want != nil && errors.Is(want, sen)
-					if errors.Is(err, sen) != wantIs {
-						t.Errorf("%s: errors.Is(%v, %v) = %v, want %v", op.name, err, sen, !wantIs, wantIs)
-					}
-				}
-				if retry := objstore.Retryable(err); retry != (tt.status >= 429) {
-					t.Errorf("%s: Retryable = %v for HTTP %d", op.name, retry, tt.status)
-				}
-			}
-		})
-	}
+	m := objstoretest.ErrorMapping{Provider: "az", Bucket: "cont", Ops: ops, Canned: cannedError}
+	objstoretest.CheckErrorMapping(t, m, []objstoretest.ErrorCase{
+		{Name: "blob not found", Status: 404, Code: "BlobNotFound", Want: objstore.ErrNotFound, Except: map[string]error{"Delete": objstore.ErrPrecondition}},
+		{Name: "container not found", Status: 404, Code: "ContainerNotFound", Want: objstore.ErrNoBucket},
+		{Name: "condition not met", Status: 412, Code: "ConditionNotMet", Want: objstore.ErrPrecondition},
+		{Name: "source condition not met", Status: 412, Code: "SourceConditionNotMet", Want: objstore.ErrPrecondition},
+		{Name: "if-none-match on existing blob", Status: 409, Code: "BlobAlreadyExists", Want: objstore.ErrPrecondition},
+		{Name: "other conflict", Status: 409, Code: "LeaseIdMissing", Want: nil},
+		{Name: "unauthenticated", Status: 401, Code: "NoAuthenticationInformation", Want: objstore.ErrPermission},
+		{Name: "forbidden", Status: 403, Code: "AuthorizationPermissionMismatch", Want: objstore.ErrPermission},
+		{Name: "too many requests", Status: 429, Code: "TooManyRequests", Want: objstore.ErrThrottled},
+		{Name: "server busy", Status: 503, Code: "ServerBusy", Want: objstore.ErrThrottled},
+		{Name: "internal error", Status: 500, Code: "InternalError", Want: nil},
+	})
+}
+
+// cannedError returns a store whose every request gets the canned error
+// answer of c, with request id reqID.
+func cannedError(t *testing.T, c objstoretest.ErrorCase, reqID string) objstore.Store {
+	return cannedStore(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("x-ms-request-id", reqID)
+		w.Header().Set("x-ms-error-code", c.Code)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(c.Status)
+		if r.Method != http.MethodHead {
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="utf-8"?><Error><Code>%s</Code><Message>canned</Message></Error>`, c.Code)
+		}
+	})
 }
 
 // TestDeleteMissingIsNil: BlobNotFound without IfVersion is success.
@@ -152,57 +79,22 @@ func TestDeleteMissingIsNil(t *testing.T) {
 // TestNetworkErrorIsNotNotFound: a refused connection is a transport error:
 // retryable, no HTTP status, never ErrNotFound.
 func TestNetworkErrorIsNotNotFound(t *testing.T) {
-	port, err := testenv.FreePort() // nobody listens there
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(t.Context(), Config{
-		Account:    testenv.AzuriteAccount,
-		AccountKey: testenv.AzuriteKey,
-		Endpoint:   "http://127.0.0.1:" + strconv.Itoa(port) + "/" + testenv.AzuriteAccount,
-		Container:  "cont",
+	s := objstoretest.Open(t, func() (*Store, error) {
+		return New(t.Context(), Config{
+			Account:    testenv.AzuriteAccount,
+			AccountKey: testenv.AzuriteKey,
+			Endpoint:   "http://" + objstoretest.ClosedAddr(t) + "/" + testenv.AzuriteAccount,
+			Container:  "cont",
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, op := range ops {
-		err := op.call(t.Context(), s)
-		var oe *objstore.Error
-		switch {
-		case err == nil:
-			t.Errorf("%s: succeeded against a closed port", op.name)
-		case errors.Is(err, objstore.ErrNotFound):
-			t.Errorf("%s: %v wraps ErrNotFound", op.name, err)
-		case !errors.As(err, &oe) || oe.Status != 0 || oe.Kind != nil:
-			t.Errorf("%s: %v: want an *objstore.Error without status or sentinel", op.name, err)
-		case !objstore.Retryable(err):
-			t.Errorf("%s: %v is not retryable", op.name, err)
-		}
-	}
+	objstoretest.CheckNetworkErrors(t, s, ops)
 }
 
 // TestShortBody: a body that ends cleanly before the promised range is
 // io.ErrUnexpectedEOF, not a short io.EOF.
 func TestShortBody(t *testing.T) {
-	s := cannedStore(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Range", "bytes 0-99/100")
-		w.Header().Set("ETag", `"0x8D"`)
-		w.WriteHeader(http.StatusPartialContent)
-		w.Write(bytes.Repeat([]byte("x"), 50))
-		w.(http.Flusher).Flush() // chunked: no Content-Length to catch it
-	})
-	r, err := s.NewReader(t.Context(), "k", 0, 100, objstore.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if info := r.Info(); info.Version != "0x8D" || info.Size != 100 {
-		t.Errorf("Info() = %+v", info)
-	}
-	b, err := io.ReadAll(r)
-	if !errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, objstore.ErrNotFound) {
-		t.Errorf("ReadAll = %d bytes, %v; want io.ErrUnexpectedEOF", len(b), err)
-	}
+	objstoretest.CheckShortBody(t, func(t *testing.T, h http.HandlerFunc) objstore.Store { return cannedStore(t, h) },
+		http.Header{"Etag": {`"0x8D"`}}, "0x8D")
 }
 
 // TestPutSendsMD5: Put is one Put Blob request with Content-MD5, so Azure
@@ -273,8 +165,8 @@ func TestSecretsNotShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, op := range ops {
-		if err := op.call(t.Context(), s); err == nil || strings.Contains(err.Error(), sig) {
-			t.Errorf("%s: error %v shows the SAS signature", op.name, err)
+		if err := op.Call(t.Context(), s); err == nil || strings.Contains(err.Error(), sig) {
+			t.Errorf("%s: error %v shows the SAS signature", op.Name, err)
 		}
 	}
 	cfg.AccountKey, cfg.ConnectionString = testenv.AzuriteKey, "AccountKey="+testenv.AzuriteKey

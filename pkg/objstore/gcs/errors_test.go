@@ -2,36 +2,18 @@ package gcs
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
-	"strings"
 	"testing"
 
-	"github.com/ferry-fs/ferry/internal/testenv"
 	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/objstoretest"
 )
-
-// cannedStore returns a Store whose every request gets the answer of h.
-func cannedStore(t *testing.T, h http.HandlerFunc) *Store {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	s, err := New(t.Context(), Config{Bucket: "bkt", Endpoint: srv.URL, HTTPClient: srv.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // jsonError is a GCS JSON API error body.
 func jsonError(status int, reason, msg string) string {
@@ -39,96 +21,43 @@ func jsonError(status int, reason, msg string) string {
 		status, msg, reason, msg)
 }
 
-// ops runs each Store operation on key "k" and returns its error.
-var ops = []struct {
-	name string
-	call func(ctx context.Context, s *Store) error
-}{
-	{name: "Stat", call: func(ctx context.Context, s *Store) error { _, err := s.Stat(ctx, "k"); return err }},
-	{name: "NewReader", call: func(ctx context.Context, s *Store) error {
-		r, err := s.NewReader(ctx, "k", 0, 10, objstore.ReadOptions{})
-		if err == nil {
-			r.Close()
-		}
-		return err
-	}},
-	{name: "List", call: func(ctx context.Context, s *Store) error {
-		_, err := s.List(ctx, objstore.ListOptions{Delimiter: "/"})
-		return err
-	}},
-	{name: "Put", call: func(ctx context.Context, s *Store) error {
-		_, err := s.Put(ctx, "k", bytes.NewReader([]byte("x")), 1, objstore.PutOptions{})
-		return err
-	}},
-	{name: "Copy", call: func(ctx context.Context, s *Store) error {
-		_, err := s.Copy(ctx, "k", "k2", objstore.CopyOptions{})
-		return err
-	}},
-	{name: "Delete", call: func(ctx context.Context, s *Store) error {
-		return s.Delete(ctx, "k", objstore.DeleteOptions{IfVersion: "5"})
-	}},
+// cannedStore returns a Store whose every request gets the answer of h.
+func cannedStore(t *testing.T, h http.HandlerFunc) *Store {
+	t.Helper()
+	return objstoretest.CannedStore(t, h, func(url string, c *http.Client) (*Store, error) {
+		return New(t.Context(), Config{Bucket: "bkt", Endpoint: url, HTTPClient: c})
+	})
 }
+
+// ops are the Store operations the error tests run, each on key "k".
+var ops = objstoretest.ErrorOps("5")
 
 func TestErrorMapping(t *testing.T) {
 	const objectMsg, bucketMsg = "No such object: bkt/k", "The specified bucket does not exist."
-	tests := []struct {
-		name   string
-		status int
-		reason string
-		msg    string
-		want   map[string]error // op → sentinel; ops not listed expect wantAll
-		all    error
-	}{
-		{name: "object not found", status: 404, reason: "notFound", msg: objectMsg, all: objstore.ErrNotFound,
-			want: map[string]error{"List": objstore.ErrNoBucket, "Put": objstore.ErrNoBucket, "Delete": objstore.ErrPrecondition}},
-		{name: "bucket not found", status: 404, reason: "notFound", msg: bucketMsg, all: objstore.ErrNoBucket},
-		{name: "precondition", status: 412, reason: "conditionNotMet", msg: "At least one of the pre-conditions you specified did not hold.", all: objstore.ErrPrecondition},
-		{name: "unauthenticated", status: 401, reason: "required", msg: "Login Required.", all: objstore.ErrPermission},
-		{name: "forbidden", status: 403, reason: "forbidden", msg: "no storage.objects.get access", all: objstore.ErrPermission},
-		{name: "rate limited", status: 429, reason: "rateLimitExceeded", msg: "slow down", all: objstore.ErrThrottled},
-		{name: "unavailable", status: 503, reason: "backendError", msg: "try again", all: objstore.ErrThrottled},
-		{name: "server error", status: 500, reason: "internalError", msg: "oops", all: nil},
-	}
-	sentinels := []error{objstore.ErrNotFound, objstore.ErrNoBucket, objstore.ErrPrecondition,
-		objstore.ErrPermission, objstore.ErrThrottled, objstore.ErrUnsupported}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := cannedStore(t, func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("X-GUploader-UploadID", "req-"+strconv.Itoa(tt.status))
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(tt.status)
-				io.WriteString(w, jsonError(tt.status, tt.reason, tt.msg))
-			})
-			for _, op := range ops {
-				want, ok := tt.want[op.name]
-				if !ok {
-					want = tt.all
-				}
-				err := op.call(t.Context(), s)
-				var oe *objstore.Error
-				if !errors.As(err, &oe) {
-					t.Fatalf("%s: error %v (%T) is no *objstore.Error", op.name, err, err)
-				}
-				if oe.Provider != "gs" || oe.Op != op.name || oe.Bucket != "bkt" || (oe.Key == "") != (op.name == "List") {
-					t.Errorf("%s: error fields {%q %q %q %q}", op.name, oe.Provider, oe.Op, oe.Bucket, oe.Key)
-				}
-				if oe.Status != tt.status || oe.RequestID != "req-"+strconv.Itoa(tt.status) || oe.Code != tt.reason {
-					t.Errorf("%s: Status %d RequestID %q Code %q, want %d req-%d %q",
-						op.name, oe.Status, oe.RequestID, oe.Code, tt.status, tt.status, tt.reason)
-				}
-				for _, sen := range sentinels {
-					wantIs := want != nil && errors.Is(want, sen)
-					if errors.Is(err, sen) != wantIs {
-						t.Errorf("%s: errors.Is(%v, %v) = %v, want %v", op.name, err, sen, !wantIs, wantIs)
-					}
-				}
-				if retry := objstore.Retryable(err); retry != (tt.status >= 429) {
-					t.Errorf("%s: Retryable = %v for HTTP %d", op.name, retry, tt.status)
-				}
-			}
-		})
-	}
+	m := objstoretest.ErrorMapping{Provider: "gs", Bucket: "bkt", Ops: ops, Canned: cannedError}
+	objstoretest.CheckErrorMapping(t, m, []objstoretest.ErrorCase{
+		{Name: "object not found", Status: 404, Code: "notFound", Message: objectMsg, Want: objstore.ErrNotFound,
+			Except: map[string]error{"List": objstore.ErrNoBucket, "Put": objstore.ErrNoBucket, "Delete": objstore.ErrPrecondition}},
+		{Name: "bucket not found", Status: 404, Code: "notFound", Message: bucketMsg, Want: objstore.ErrNoBucket},
+		{Name: "precondition", Status: 412, Code: "conditionNotMet", Message: "At least one of the pre-conditions you specified did not hold.", Want: objstore.ErrPrecondition},
+		{Name: "unauthenticated", Status: 401, Code: "required", Message: "Login Required.", Want: objstore.ErrPermission},
+		{Name: "forbidden", Status: 403, Code: "forbidden", Message: "no storage.objects.get access", Want: objstore.ErrPermission},
+		{Name: "rate limited", Status: 429, Code: "rateLimitExceeded", Message: "slow down", Want: objstore.ErrThrottled},
+		{Name: "unavailable", Status: 503, Code: "backendError", Message: "try again", Want: objstore.ErrThrottled},
+		{Name: "server error", Status: 500, Code: "internalError", Message: "oops", Want: nil},
+	})
+}
+
+// cannedError returns a store whose every request gets the canned error
+// answer of c, with request id reqID.
+func cannedError(t *testing.T, c objstoretest.ErrorCase, reqID string) objstore.Store {
+	return cannedStore(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-GUploader-UploadID", reqID)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(c.Status)
+		io.WriteString(w, jsonError(c.Status, c.Code, c.Message))
+	})
 }
 
 // TestDeleteMissingIsNil: a 404 without IfVersion is success.
@@ -145,56 +74,17 @@ func TestDeleteMissingIsNil(t *testing.T) {
 // TestNetworkErrorIsNotNotFound: a refused connection is a transport error:
 // retryable, no HTTP status, never ErrNotFound.
 func TestNetworkErrorIsNotNotFound(t *testing.T) {
-	port, err := testenv.FreePort() // nobody listens there
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(t.Context(), Config{Bucket: "bkt", Endpoint: "127.0.0.1:" + strconv.Itoa(port), HTTPClient: &http.Client{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, op := range ops {
-		err := op.call(t.Context(), s)
-		var oe *objstore.Error
-		switch {
-		case err == nil:
-			t.Errorf("%s: succeeded against a closed port", op.name)
-		case errors.Is(err, objstore.ErrNotFound):
-			t.Errorf("%s: %v wraps ErrNotFound", op.name, err)
-		case !errors.As(err, &oe) || oe.Status != 0 || oe.Kind != nil:
-			t.Errorf("%s: %v: want an *objstore.Error without status or sentinel", op.name, err)
-		case !objstore.Retryable(err):
-			t.Errorf("%s: %v is not retryable", op.name, err)
-		}
-	}
+	s := objstoretest.Open(t, func() (*Store, error) {
+		return New(t.Context(), Config{Bucket: "bkt", Endpoint: objstoretest.ClosedAddr(t), HTTPClient: &http.Client{}})
+	})
+	objstoretest.CheckNetworkErrors(t, s, ops)
 }
 
 // TestShortBody: a body that ends cleanly before the promised range is
 // io.ErrUnexpectedEOF, not a short io.EOF.
 func TestShortBody(t *testing.T) {
-	s := cannedStore(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Range", "bytes 0-99/100")
-		w.Header().Set("X-Goog-Generation", "7")
-		w.WriteHeader(http.StatusPartialContent)
-		w.Write(bytes.Repeat([]byte("x"), 50))
-		w.(http.Flusher).Flush() // chunked: no Content-Length to catch it
-	})
-	r, err := s.NewReader(t.Context(), "k", 0, 100, objstore.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if v := r.Info().Version; v != "7" {
-		t.Errorf("Info().Version = %q, want 7", v)
-	}
-	b, err := io.ReadAll(r)
-	if !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("ReadAll = %d bytes, %v; want io.ErrUnexpectedEOF", len(b), err)
-	}
-	if errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "50 of 100") {
-		t.Errorf("error %v", err)
-	}
+	objstoretest.CheckShortBody(t, func(t *testing.T, h http.HandlerFunc) objstore.Store { return cannedStore(t, h) },
+		http.Header{"X-Goog-Generation": {"7"}}, "7")
 }
 
 func TestBodyCode(t *testing.T) {

@@ -21,27 +21,20 @@ import (
 const testPartSize = 256 << 10
 
 // newTestStore returns a Store on a fresh bucket of the test binary's
-// fake-gcs-server.
-func newTestStore(t *testing.T) *Store {
+// fake-gcs-server, with its Config changed by opts.
+func newTestStore(t *testing.T, opts ...func(*Config)) *Store {
 	t.Helper()
 	srv := testenv.FakeGCS(t)
-	s, err := New(t.Context(), Config{
-		Bucket:      srv.NewBucket(t),
-		Endpoint:    srv.Host,
-		Emulator:    true,
-		MinPartSize: testPartSize,
-	})
-	if err != nil {
-		t.Fatal(err)
+	cfg := Config{Bucket: srv.NewBucket(t), Endpoint: srv.Host, Emulator: true, MinPartSize: testPartSize}
+	for _, o := range opts {
+		o(&cfg)
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return objstoretest.Open(t, func() (*Store, error) { return New(t.Context(), cfg) })
 }
 
 // pendingUploads counts the upload IDs that still have temporaries.
-func pendingUploads(t *testing.T, st objstore.Store) int {
+func pendingUploads(t *testing.T, s *Store) int {
 	t.Helper()
-	s := st.(*Store)
 	ids := make(map[string]bool)
 	it := s.bkt.Objects(t.Context(), &storage.Query{})
 	for {
@@ -60,82 +53,26 @@ func pendingUploads(t *testing.T, st objstore.Store) int {
 }
 
 func TestConformance(t *testing.T) {
-	objstoretest.Run(t, objstoretest.Harness{
-		NewStore:       func(t *testing.T) objstore.Store { return newTestStore(t) },
-		PendingUploads: pendingUploads,
-	})
+	newStore := func(t *testing.T) *Store { return newTestStore(t) }
+	objstoretest.Run(t, objstoretest.HarnessFor(newStore, pendingUploads))
 }
 
 // TestEmulatorPreconditions checks, with real (numeric) generations, the
 // preconditions fake-gcs-server ignores and the driver checks itself.
 func TestEmulatorPreconditions(t *testing.T) {
 	s := newTestStore(t)
-	ctx := t.Context()
-	put := func(key, data string, opts objstore.PutOptions) objstore.ObjectInfo {
-		t.Helper()
-		info, err := s.Put(ctx, key, strings.NewReader(data), int64(len(data)), opts)
-		if err != nil {
-			t.Fatalf("Put(%s): %v", key, err)
+	objstoretest.CheckStaleVersion(t, s, func(old, _ string, _ objstore.Upload) []objstoretest.Call {
+		return []objstoretest.Call{
+			{Name: "NewReaderEmptyRange", Call: func(ctx context.Context) error {
+				_, err := s.NewReader(ctx, "k", 0, 0, objstore.ReadOptions{IfVersion: old})
+				return err
+			}},
+			{Name: "CopyWithMetadata", Call: func(ctx context.Context) error {
+				_, err := s.Copy(ctx, "k", "dst", objstore.CopyOptions{IfVersion: old, Metadata: map[string]string{"a": "b"}})
+				return err
+			}},
 		}
-		return info
-	}
-	old := put("k", "old", objstore.PutOptions{}).Version
-	cur := put("k", "new", objstore.PutOptions{}).Version
-	if old == cur {
-		t.Fatalf("overwrite kept generation %s", old)
-	}
-	mp, err := s.CreateUpload(ctx, "k", objstore.PutOptions{IfVersion: old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mp.Abort(context.WithoutCancel(ctx))
-	if err := mp.UploadPart(ctx, 1, strings.NewReader("part"), 4); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		call func() error
-	}{
-		{name: "NewReader", call: func() error {
-			_, err := s.NewReader(ctx, "k", 0, -1, objstore.ReadOptions{IfVersion: old})
-			return err
-		}},
-		{name: "NewReaderEmptyRange", call: func() error {
-			_, err := s.NewReader(ctx, "k", 0, 0, objstore.ReadOptions{IfVersion: old})
-			return err
-		}},
-		{name: "NewReaderPastEnd", call: func() error {
-			_, err := s.NewReader(ctx, "k", 10, 5, objstore.ReadOptions{IfVersion: old})
-			return err
-		}},
-		{name: "Copy", call: func() error {
-			_, err := s.Copy(ctx, "k", "dst", objstore.CopyOptions{IfVersion: old})
-			return err
-		}},
-		{name: "CopyWithMetadata", call: func() error {
-			_, err := s.Copy(ctx, "k", "dst", objstore.CopyOptions{IfVersion: old, Metadata: map[string]string{"a": "b"}})
-			return err
-		}},
-		{name: "Delete", call: func() error { return s.Delete(ctx, "k", objstore.DeleteOptions{IfVersion: old}) }},
-		{name: "DeleteMissing", call: func() error { return s.Delete(ctx, "missing", objstore.DeleteOptions{IfVersion: cur}) }},
-		{name: "Complete", call: func() error { _, err := mp.Complete(ctx); return err }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.call(); !errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, objstore.ErrNotFound) {
-				t.Errorf("error = %v, want ErrPrecondition only", err)
-			}
-		})
-	}
-	if st, err := s.Stat(ctx, "k"); err != nil || st.Version != cur {
-		t.Errorf("Stat after failed preconditions = %+v, %v; want version %s", st, err, cur)
-	}
-	if _, err := s.Stat(ctx, "dst"); !errors.Is(err, objstore.ErrNotFound) {
-		t.Errorf("Stat(dst) = %v, want ErrNotFound", err)
-	}
-	if err := s.Delete(ctx, "k", objstore.DeleteOptions{IfVersion: cur}); err != nil {
-		t.Errorf("Delete(IfVersion current): %v", err)
-	}
+	})
 }
 
 // TestComposeTree completes an upload of more parts than one compose
@@ -275,8 +212,7 @@ func TestChunkSize(t *testing.T) {
 // TestResumablePut: an object of ChunkSize or more goes up in chunks, with
 // its CRC32C and preconditions.
 func TestResumablePut(t *testing.T) {
-	s := newTestStore(t)
-	s.cfg.ChunkSize = chunkAlign
+	s := newTestStore(t, func(c *Config) { c.ChunkSize = chunkAlign })
 	data := bytes.Repeat([]byte("0123456789abcdef"), 3*chunkAlign/16+1000)
 	info, err := s.Put(t.Context(), "big", bytes.NewReader(data), int64(len(data)), objstore.PutOptions{})
 	if err != nil || info.Size != int64(len(data)) {

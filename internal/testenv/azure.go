@@ -4,16 +4,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
-	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -37,68 +32,42 @@ type AzureServer struct {
 	Endpoint string
 	// ConnectionString holds the account, key and BlobEndpoint.
 	ConnectionString string
-	// Dir holds the server's data and its log (server.log).
-	Dir string
 
-	seq atomic.Uint64 // container name counter
-}
-
-// azureServer is the one Azurite of this test binary: a process-lifetime
-// singleton, started on first use and killed with the binary (Pdeathsig).
-var azureServer struct {
-	once sync.Once
-	srv  *AzureServer
-	err  error
+	emulator // Dir
 }
 
 // Azurite returns the test binary's Azurite blob server, starting it on
 // first use. It fails the test when the binary is missing or does not start.
 func Azurite(t testing.TB) *AzureServer {
 	t.Helper()
-	bin := Tool(t, "azurite-blob")
-	azureServer.once.Do(func() { azureServer.srv, azureServer.err = startAzurite(bin) })
-	if azureServer.err != nil {
-		t.Fatalf("testenv: azurite: %v", azureServer.err)
-	}
-	return azureServer.srv
+	return azureServer.get(t, "azurite", startAzurite)
 }
 
-func startAzurite(bin string) (*AzureServer, error) {
-	dir, err := ScratchDir("azurite")
+// azuriteEndpoint is the account's blob endpoint of the Azurite on port.
+func azuriteEndpoint(port int) string {
+	return "http://127.0.0.1:" + strconv.Itoa(port) + "/" + AzuriteAccount
+}
+
+func startAzurite() (*AzureServer, error) {
+	args := func(port int, dir string) []string {
+		return []string{"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port), "--location", filepath.Join(dir, "data"),
+			"--skipApiVersionCheck", "--loose", "--disableTelemetry", "--silent"}
+	}
+	// Any answer (403 for an unsigned request) means it is listening.
+	ready := func(port int) string { return azuriteEndpoint(port) + "?comp=list" }
+	dir, port, err := startEmulator("azurite-blob", "azurite", args, ready, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken before we bind it
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(bin,
-			"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
-			"--location", filepath.Join(dir, "data"),
-			"--skipApiVersionCheck", "--loose", "--disableTelemetry", "--silent")
-		logFile := filepath.Join(dir, "server.log")
-		if err := StartProcess(cmd, logFile); err != nil {
-			return nil, err
-		}
-		endpoint := "http://127.0.0.1:" + strconv.Itoa(port) + "/" + AzuriteAccount
-		// Any answer (403 for an unsigned request) means it is listening.
-		if err := WaitHTTP(endpoint+"?comp=list", 30*time.Second); err != nil {
-			_ = cmd.Process.Kill()
-			lastErr = fmt.Errorf("%w; log: %s", err, emuLogTail(logFile))
-			continue
-		}
-		return &AzureServer{
-			Account:  AzuriteAccount,
-			Key:      AzuriteKey,
-			Endpoint: endpoint,
-			ConnectionString: "DefaultEndpointsProtocol=http;AccountName=" + AzuriteAccount +
-				";AccountKey=" + AzuriteKey + ";BlobEndpoint=" + endpoint + ";",
-			Dir: dir,
-		}, nil
-	}
-	return nil, lastErr
+	endpoint := azuriteEndpoint(port)
+	return &AzureServer{
+		Account:  AzuriteAccount,
+		Key:      AzuriteKey,
+		Endpoint: endpoint,
+		ConnectionString: "DefaultEndpointsProtocol=http;AccountName=" + AzuriteAccount +
+			";AccountKey=" + AzuriteKey + ";BlobEndpoint=" + endpoint + ";",
+		emulator: emulator{Dir: dir},
+	}, nil
 }
 
 // Env returns the environment that points Azure clients at Azurite:
@@ -118,22 +87,14 @@ func (s *AzureServer) Env() []string {
 // It fails the test on error.
 func (s *AzureServer) NewContainer(t testing.TB) string {
 	t.Helper()
-	name := emuBucketName("ferry-test", s.seq.Add(1))
-	req, err := http.NewRequest(http.MethodPut, s.Endpoint+"/"+name+"?restype=container", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.sign(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("testenv: create container %s: %v", name, err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("testenv: create container %s: HTTP %d: %s", name, resp.StatusCode, msg)
-	}
-	return name
+	return s.create(t, "container", http.StatusCreated, func(name string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPut, s.Endpoint+"/"+name+"?restype=container", nil)
+		if err != nil {
+			return nil, err
+		}
+		s.sign(req)
+		return http.DefaultClient.Do(req)
+	})
 }
 
 // sign adds x-ms-date, x-ms-version and a SharedKey Authorization header to

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,15 +31,6 @@ const (
 	// shared, so be generous).
 	minioReadyTimeout = 90 * time.Second
 )
-
-// sharedMinIO is the one MinIO server of this test binary. It is the only
-// package-level state: a test binary starts the server at most once and
-// every test shares it (each test works in its own bucket).
-var sharedMinIO struct {
-	once sync.Once
-	srv  *S3Server
-	err  error
-}
 
 // S3Server is a running MinIO server shared by the tests of one binary.
 // The exported fields are fixed once MinIO returns it.
@@ -81,13 +71,7 @@ const (
 // tests that use it.
 func MinIO(t testing.TB) *S3Server {
 	t.Helper()
-	sharedMinIO.once.Do(func() {
-		sharedMinIO.srv, sharedMinIO.err = startMinIO()
-	})
-	if sharedMinIO.err != nil {
-		t.Fatalf("testenv: MinIO: %v", sharedMinIO.err)
-	}
-	return sharedMinIO.srv
+	return sharedMinIO.get(t, "MinIO", startMinIO)
 }
 
 func startMinIO() (*S3Server, error) {
@@ -95,12 +79,8 @@ func startMinIO() (*S3Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%v (run scripts/setup.sh minio)", err)
 	}
-	purgeStaleScratch("minio")
-	root, err := ScratchDir("minio")
+	root, err := ownedScratchDir("minio")
 	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(root, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, err
 	}
 	port, err := FreePort()
@@ -146,22 +126,21 @@ func (s *S3Server) launch() error {
 		"MINIO_BROWSER=off",
 	)
 	logFile := filepath.Join(s.logDir, fmt.Sprintf("minio-%d.log", s.starts))
-	if err := StartProcess(cmd, logFile); err != nil {
-		return fmt.Errorf("start minio: %w", err)
-	}
-	s.pid = cmd.Process.Pid
-	s.state = stateRunning
-	err := WaitHTTP(s.Endpoint+"/minio/health/ready", minioReadyTimeout)
-	if err == nil {
+	err := startAndWait(cmd, logFile, func() error {
+		if err := WaitHTTP(s.Endpoint+"/minio/health/ready", minioReadyTimeout); err != nil {
+			return err
+		}
 		// "ready" can come before the object layer is initialised (S3
 		// requests then fail with 503 XMinioServerNotInitialized): wait
 		// until a signed ListBuckets succeeds too.
-		err = s.waitS3(minioReadyTimeout)
+		return s.waitS3(minioReadyTimeout)
+	})
+	if cmd.Process != nil { // it started (and was killed again if it did not become ready)
+		s.pid = cmd.Process.Pid
+		s.state = stateRunning
 	}
 	if err != nil {
-		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
-		log, _ := os.ReadFile(logFile)
-		return fmt.Errorf("%w; minio log:\n%s", err, tail(log, 2000))
+		return fmt.Errorf("minio: %w", err)
 	}
 	return nil
 }
@@ -372,33 +351,4 @@ func waitGone(pid int, timeout time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("process %d still alive after %v", pid, timeout)
-}
-
-// ownerFile, in a scratch dir, holds the pid of the test binary that made it.
-const ownerFile = "owner.pid"
-
-// purgeStaleScratch removes scratch dirs named ferry-<name>-* whose owning
-// test binary has exited, so that repeated test runs do not fill $TMPDIR.
-func purgeStaleScratch(name string) {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "ferry-"+name+"-*"))
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, ownerFile))
-		if err != nil {
-			continue // not ours, or still being set up
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			_ = os.RemoveAll(d)
-		}
-	}
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }

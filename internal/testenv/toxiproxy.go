@@ -7,23 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// sharedToxiproxy is the one toxiproxy-server of this test binary (the only
-// other package-level state besides sharedMinIO); each Toxiproxy call adds
-// its own proxy to it.
-var sharedToxiproxy struct {
-	once sync.Once
-	api  string // "http://127.0.0.1:PORT"
-	err  error
-}
 
 // Proxy is one TCP proxy in front of an upstream server, through which a
 // test injects faults (latency, bandwidth caps, resets, stalls) with
@@ -56,19 +45,14 @@ type Toxic struct {
 // when t ends. A missing toxiproxy-server binary fails the test.
 func Toxiproxy(t testing.TB, upstream string) *Proxy {
 	t.Helper()
-	sharedToxiproxy.once.Do(func() {
-		sharedToxiproxy.api, sharedToxiproxy.err = startToxiproxy()
-	})
-	if sharedToxiproxy.err != nil {
-		t.Fatalf("testenv: toxiproxy: %v", sharedToxiproxy.err)
-	}
+	api := sharedToxiproxy.get(t, "toxiproxy", startToxiproxy)
 	scheme, hostport := "", upstream
 	if u, err := url.Parse(upstream); err == nil && u.Scheme != "" && u.Host != "" {
 		scheme, hostport = u.Scheme, u.Host
 	}
 	p := &Proxy{
 		Name:   strings.ReplaceAll(BucketName(t), "-", "_"),
-		api:    sharedToxiproxy.api,
+		api:    api,
 		client: &http.Client{Timeout: 10 * time.Second},
 	}
 	var created struct {
@@ -93,29 +77,19 @@ func startToxiproxy() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%v (run scripts/setup.sh toxiproxy)", err)
 	}
-	port, err := FreePort()
+	dir, err := ownedScratchDir("toxiproxy")
 	if err != nil {
 		return "", err
 	}
-	purgeStaleScratch("toxiproxy")
-	dir, err := ScratchDir("toxiproxy")
+	api := func(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
+	port, err := startOnFreePort(func(port int) error {
+		cmd := exec.Command(bin, "-host", "127.0.0.1", "-port", fmt.Sprint(port))
+		return startAndWait(cmd, filepath.Join(dir, "toxiproxy.log"), func() error { return WaitHTTP(api(port)+"/version", 30*time.Second) })
+	})
 	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
-		return "", err
-	}
-	cmd := exec.Command(bin, "-host", "127.0.0.1", "-port", fmt.Sprint(port))
-	logFile := filepath.Join(dir, "toxiproxy.log")
-	if err := StartProcess(cmd, logFile); err != nil {
-		return "", fmt.Errorf("start toxiproxy-server: %w", err)
-	}
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := WaitHTTP(api+"/version", 30*time.Second); err != nil {
-		log, _ := os.ReadFile(logFile)
-		return "", fmt.Errorf("%w; log:\n%s", err, tail(log, 2000))
-	}
-	return api, nil
+	return api(port), nil
 }
 
 // AddToxic adds a toxic and returns its name (generated from the type when

@@ -23,6 +23,8 @@ const (
 // AzureServer is an azurite-blob process serving the Blob API over plain
 // HTTP on loopback. It lives as long as the test binary.
 type AzureServer struct {
+	emulator // Dir
+
 	// Account is the storage account name, "devstoreaccount1".
 	Account string
 	// Key is the account's shared key (Azurite's published dev key).
@@ -32,8 +34,6 @@ type AzureServer struct {
 	Endpoint string
 	// ConnectionString holds the account, key and BlobEndpoint.
 	ConnectionString string
-
-	emulator // Dir
 }
 
 // Azurite returns the test binary's Azurite blob server, starting it on

@@ -14,12 +14,12 @@ import (
 // It keeps objects in memory: the filesystem backend stores an object as a
 // file named after its key, so it cannot hold both "a" and "a/b" (GCS can).
 type GCSServer struct {
+	emulator // Dir
+
 	// Host is "127.0.0.1:PORT", the value of STORAGE_EMULATOR_HOST.
 	Host string
 	// URL is "http://127.0.0.1:PORT".
 	URL string
-
-	emulator // Dir
 }
 
 // FakeGCS returns the test binary's fake-gcs-server, starting it on first

@@ -163,20 +163,27 @@ func (h *Handle) retarget(info objstore.ObjectInfo) {
 
 // orphanHandles is called before the object or dirty file at l is deleted
 // or replaced (unlink, rename over l): the handles open on it keep their
-// bytes. Clean handles get the whole object into the block cache first;
-// a dirty file that reads clean bytes from the object copies them into
-// its staging file (writeback Detach). The handles are then forgotten by
-// name.
+// bytes. Clean handles get the whole object into the block cache first.
+// A dirty file that reads clean bytes from an object (its base: the
+// object at l, or at an old name of the file that writeback deletes once
+// the file is durable, which now never comes) copies them into its
+// staging file first (writeback Detach); such old names are deleted here.
+// The handles are then forgotten by name.
 func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
 	hs := fs.handlesAt(l)
 	if len(hs) == 0 {
 		return nil
 	}
 	wb := fs.deps.Writeback
-	detach := false
+	keys := append([]string{l.Key}, wb.PendingDeletes(l.Scheme, l.Bucket, "")...)
+	bases := map[string]bool{}
 	for _, h := range hs {
 		if f := h.dirty(); f != nil {
-			detach = detach || f.HasBase(l.Key)
+			for _, k := range keys {
+				if f.HasBase(k) {
+					bases[k] = true
+				}
+			}
 			continue
 		}
 		h.mu.Lock()
@@ -190,8 +197,21 @@ func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
 			return err
 		}
 	}
-	if detach {
-		if err := wb.Detach(ctx, l.target()); err != nil {
+	for k := range bases {
+		t := Loc{Scheme: l.Scheme, Bucket: l.Bucket, Key: k}
+		if err := wb.Detach(ctx, t.target()); err != nil {
+			return err
+		}
+		if k == l.Key {
+			continue // the caller deletes or replaces it
+		}
+		// Detach dropped writeback's delete of this old name: do it now.
+		st, err := fs.store(ctx, t)
+		if err != nil {
+			return err
+		}
+		if err := st.Delete(ctx, k, objstore.DeleteOptions{}); err != nil {
+			fs.logErr("unlink", t, err)
 			return err
 		}
 	}

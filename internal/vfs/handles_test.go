@@ -353,3 +353,45 @@ func TestDirAtRenamedName(t *testing.T) {
 		t.Errorf("rmdir of the new directory: %v", err)
 	}
 }
+
+// TestUnlinkRenamedOpenFile: a descriptor on a file that was renamed
+// (its clean bytes still come from the object at the old name, deleted
+// by writeback once the new name is durable) and then unlinked keeps
+// reading those bytes; neither name stays in the bucket.
+func TestUnlinkRenamedOpenFile(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("c"), 70000)
+	e.write("s3/bkt/c", data)
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.stall.Store("a")
+	h, err := e.fs.Open(ctx, "s3/bkt/c", OpenFlags{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	h.Write([]byte("w"), 100)
+	if err := e.fs.Rename(ctx, "s3/bkt/c", "s3/bkt/a", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Unlink(ctx, "s3/bkt/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte{}, data...)
+	want[100] = 'w'
+	buf := make([]byte, 100000)
+	n, err := h.Read(ctx, buf, 0)
+	if err != nil || !bytes.Equal(buf[:n], want) {
+		t.Errorf("read after rename and unlink: %d bytes, %v", n, err)
+	}
+	for _, k := range []string{"a", "c"} {
+		if _, err := e.mem.Stat(ctx, k); !errors.Is(err, objstore.ErrNotFound) {
+			t.Errorf("%s in the bucket: %v", k, err)
+		}
+	}
+}

@@ -395,3 +395,28 @@ func TestUnlinkRenamedOpenFile(t *testing.T) {
 		}
 	}
 }
+
+// TestOutageUnlinkStaged: a staged file that never reached the bucket can
+// be unlinked while the store is unreachable.
+func TestOutageUnlinkStaged(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	if _, err := e.fs.Getattr(ctx, "s3/bkt"); err != nil {
+		t.Fatal(err)
+	}
+	e.down.Store(true)
+	e.write("s3/bkt/tmp", []byte("scratch"))
+	if err := e.fs.Unlink(ctx, "s3/bkt/tmp"); err != nil {
+		t.Fatalf("unlink of a staged file during the outage: %v", err)
+	}
+	e.down.Store(false)
+	if _, err := e.fs.Getattr(ctx, "s3/bkt/tmp"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("stat after unlink: %v", err)
+	}
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mem.Stat(ctx, "tmp"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("tmp in the bucket: %v", err)
+	}
+}

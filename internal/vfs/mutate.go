@@ -34,7 +34,11 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 		return err
 	}
 	wb := fs.deps.Writeback
-	if wb.Get(l.target()) != nil {
+	// staged: a dirty file that never read from an object at l (it was
+	// created, or truncated, here): mostly there is no object to delete.
+	staged := false
+	if f := wb.Get(l.target()); f != nil {
+		staged = !f.HasBase(l.Key)
 		wb.Remove(l.target())
 	}
 	// No upload of ours may land after the delete, and no dirty file may
@@ -45,8 +49,15 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 	// The object may exist in the bucket even when a dirty copy did (an
 	// overwrite in progress); delete it too. Deleting a missing key is fine.
 	if err := st.Delete(ctx, l.Key, objstore.DeleteOptions{}); err != nil {
-		fs.logErr("unlink", l, err)
-		return err
+		if !staged || !objstore.Retryable(err) || ctx.Err() != nil {
+			fs.logErr("unlink", l, err)
+			return err
+		}
+		// The staged file is gone (the name is); only the delete of an
+		// object that is most likely not there failed: the store is
+		// unreachable. The unlink stands.
+		fs.log.Warn("unlink: could not delete the name in the bucket; it may show again",
+			"path", l.URL(), "err", err.Error())
 	}
 	fs.noteRemoved(l)
 	fs.deps.Meta.PutNegative(l.cacheKey())

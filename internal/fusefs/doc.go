@@ -1,8 +1,13 @@
 // Package fusefs is the only importer of go-fuse: thin nodes that turn
 // kernel requests into calls on package vfs and map errors back to errnos
-// with vfs.Errno. Nodes hold no state but the vfs they serve; a node's
-// path is computed from the go-fuse inode tree at each call, so renames
-// done by go-fuse are reflected at once.
+// with vfs.Errno. Nodes hold no state but the vfs they serve and the
+// handles open on them; a node's path is computed from the go-fuse inode
+// tree at each call, so renames done by go-fuse are reflected at once.
+// A name keeps its node (Lookup returns the one the tree has), so the
+// kernel sees one inode per file; a node that lost its name (unlink,
+// rename over it) is served through the handles open on it.
+//
+// Mount options: allow_other only when Options.AllowOther is set.
 //
 // Kernel caching: entries and attributes are cached for a short time
 // (EntryTimeout/AttrTimeout); file contents stay in the page cache across

@@ -32,8 +32,10 @@ type Handle struct {
 	old      []*block.Reader // readers replaced by a rename; closed at Release
 	// follow is the dirty file a clean handle found at its name (the same
 	// file, written through another handle): it reads from it from then
-	// on, holding a reference (see dirty).
+	// on (see dirty); held: it holds a reference on it (taken when the
+	// name went, released at Release).
 	follow *writeback.File
+	held   bool
 
 	// KeepCache tells the kernel it may keep its page cache for this file:
 	// the version is the one seen at the previous open.
@@ -104,6 +106,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		}
 		f.Acquire()
 		fs.noteCreated(l, meta.KindFile)
+		fs.adoptAt(l, f)
 		return fs.newHandle(&Handle{loc: l, wf: f, Size: f.Size()}), nil
 	}
 	st, err := fs.store(ctx, l)
@@ -286,8 +289,11 @@ func (h *Handle) Release() error {
 	h.mu.Lock()
 	rds := append(h.old, h.rd)
 	h.rd, h.old = nil, nil
-	follow := h.follow
-	h.follow = nil
+	var follow *writeback.File
+	if h.held {
+		follow = h.follow
+	}
+	h.follow, h.held = nil, false
 	h.mu.Unlock()
 	for _, rd := range rds {
 		if rd != nil {

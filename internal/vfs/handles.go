@@ -32,24 +32,41 @@ func (h *Handle) reader() *block.Reader {
 }
 
 // dirty returns the dirty file the handle reads: its own (opened on a
-// dirty file or for writing), else, for a clean handle, the dirty file
-// written at its name through another handle, which it follows from then
-// on (even once that file is durable and closed elsewhere); nil when the
-// file is clean.
+// dirty file or for writing), else, for a clean handle, the dirty file of
+// its name (the same file, written through another handle), which it
+// keeps following once that file is durable and dropped (its reads then
+// go to the version it uploaded); nil when the file is clean. A clean
+// handle takes no reference on the file while the name is linked (that
+// would hold back the upload as if a writer had it open); orphanHandles
+// takes one when the name goes.
 func (h *Handle) dirty() *writeback.File {
 	if h.wf != nil {
 		return h.wf
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.follow != nil || h.unlinked {
+	if h.unlinked {
 		return h.follow
 	}
 	if f := h.fs.deps.Writeback.Get(h.loc.target()); f != nil {
-		f.Acquire()
 		h.follow = f
 	}
 	return h.follow
+}
+
+// adoptAt makes the clean handles open at l follow the dirty file f, which
+// was just made of the same file (an open for writing, a truncate).
+func (fs *FS) adoptAt(l Loc, f *writeback.File) {
+	for _, h := range fs.handlesAt(l) {
+		if h.wf != nil {
+			continue
+		}
+		h.mu.Lock()
+		if !h.unlinked {
+			h.follow = f
+		}
+		h.mu.Unlock()
+	}
 }
 
 // Attr is what fstat shows of the open file: the dirty file it writes,
@@ -179,6 +196,14 @@ func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
 	bases := map[string]bool{}
 	for _, h := range hs {
 		if f := h.dirty(); f != nil {
+			if h.wf == nil {
+				h.mu.Lock()
+				if !h.held {
+					f.Acquire() // keeps the staged bytes once the file is removed
+					h.held = true
+				}
+				h.mu.Unlock()
+			}
 			for _, k := range keys {
 				if f.HasBase(k) {
 					bases[k] = true
@@ -194,7 +219,11 @@ func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
 		}
 		if err := fs.deps.Blocks.Prefetch(ctx, ref, nil); err != nil {
 			fs.logErr("keep unlinked", l, err)
-			return err
+			if !errIs(err, objstore.ErrPrecondition) && !errIs(err, objstore.ErrNotFound) {
+				return err
+			}
+			// That version is gone already: the handle cannot keep it
+			// (its reads fail with ESTALE); the unlink goes on.
 		}
 	}
 	for k := range bases {

@@ -420,3 +420,34 @@ func TestOutageUnlinkStaged(t *testing.T) {
 		t.Errorf("tmp in the bucket: %v", err)
 	}
 }
+
+// TestReaderFollowsTruncate: a read-only descriptor sees a truncate made
+// through the path, also when it read nothing in between and the
+// truncated file became durable; unlinking the name then works.
+func TestReaderFollowsTruncate(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	e.put("d", bytes.Repeat([]byte("d"), 30000))
+	r, err := e.fs.Open(ctx, "s3/bkt/d", OpenFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	size := int64(19401)
+	if _, err := e.fs.Setattr(ctx, "s3/bkt/d", nil, SetAttr{Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := r.Attr(ctx); err != nil || a.Size != size {
+		t.Errorf("fstat after truncate: %+v, %v", a, err)
+	}
+	if err := e.fs.Unlink(ctx, "s3/bkt/d"); err != nil {
+		t.Fatalf("unlink: %v", err)
+	}
+	buf := make([]byte, 30000)
+	if n, err := r.Read(ctx, buf, 0); err != nil || int64(n) != size {
+		t.Errorf("read after truncate and unlink: %d bytes, %v", n, err)
+	}
+}

@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 
@@ -100,5 +101,47 @@ func TestRetryNotMultipart(t *testing.T) {
 	s := objstore.WithRetry(plainStore{Store: mem.New(mem.Options{})}, fast)
 	if _, ok := s.(objstore.Multipart); ok {
 		t.Error("WithRetry over a plain Store implements Multipart")
+	}
+}
+
+// lostAnswer creates the upload of its first CreateUpload call but
+// answers with a transport error, as when the response is lost.
+type lostAnswer struct {
+	*mem.Store
+	calls int
+}
+
+func (s *lostAnswer) CreateUpload(ctx context.Context, key string, opts objstore.PutOptions) (objstore.Upload, error) {
+	s.calls++
+	u, err := s.Store.CreateUpload(ctx, key, opts)
+	if err == nil && s.calls == 1 {
+		return nil, faulty.ErrTransport
+	}
+	return u, err
+}
+
+// TestRetryCreateUploadOrphan: an upload created by an attempt whose
+// answer was lost is aborted; the caller's, and another key's, are kept.
+func TestRetryCreateUploadOrphan(t *testing.T) {
+	m := mem.New(mem.Options{})
+	other, err := m.CreateUpload(t.Context(), "other", objstore.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &lostAnswer{Store: m}
+	mp := objstore.WithRetry(s, fast).(objstore.Multipart)
+	u, err := mp.CreateUpload(t.Context(), "big", objstore.PutOptions{})
+	if err != nil {
+		t.Fatalf("CreateUpload: %v", err)
+	}
+	ups, err := m.ListUploads(t.Context(), "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups) != 1 || ups[0].ID != u.ID() {
+		t.Errorf("uploads of big = %+v, want only %s", ups, u.ID())
+	}
+	if ups, _ := m.ListUploads(t.Context(), "other"); len(ups) != 1 || ups[0].ID != other.ID() {
+		t.Errorf("uploads of other = %+v, want %s", ups, other.ID())
 	}
 }

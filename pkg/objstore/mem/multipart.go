@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -19,6 +21,7 @@ type upload struct {
 	key   string
 	opts  objstore.PutOptions
 	parts map[int][]byte
+	at    time.Time // initiated
 }
 
 var _ objstore.Upload = (*upload)(nil)
@@ -40,6 +43,7 @@ func (s *Store) CreateUpload(ctx context.Context, key string, opts objstore.PutO
 		key:   key,
 		opts:  opts,
 		parts: make(map[int][]byte),
+		at:    time.Now(),
 	}
 	u.opts.Metadata = cloneMap(opts.Metadata)
 	u.opts.Tags = cloneMap(opts.Tags)
@@ -58,6 +62,25 @@ func (s *Store) AbortUpload(ctx context.Context, key, uploadID string) error {
 		delete(s.uploads, uploadID)
 	}
 	return nil
+}
+
+var _ objstore.UploadLister = (*Store)(nil)
+
+// ListUploads lists the uploads of key neither completed nor aborted, in
+// the order they were created.
+func (s *Store) ListUploads(ctx context.Context, key string) ([]objstore.PendingUpload, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []objstore.PendingUpload
+	for _, u := range s.uploads {
+		if u.key == key {
+			out = append(out, objstore.PendingUpload{Key: key, ID: u.id, Initiated: u.at})
+		}
+	}
+	slices.SortFunc(out, func(a, b objstore.PendingUpload) int { return a.Initiated.Compare(b.Initiated) })
+	return out, nil
 }
 
 // PendingUploads returns the number of multipart uploads neither completed

@@ -57,25 +57,48 @@ func (m *Manager) waitNoUpload(ctx context.Context, t Target) error {
 // at t independent of it (its clean bytes are copied into its staging
 // file), before t is overwritten or deleted.
 func (m *Manager) detachDependents(ctx context.Context, t Target, except *File) error {
-	m.mu.Lock()
 	var deps []*File
-	for _, g := range m.byID {
-		if g == except {
-			continue
-		}
+	for _, g := range m.bases.files(t.Key) {
 		g.mu.Lock()
-		if !g.removed && g.hasData && g.base != nil && g.base.Key == t.Key && g.target.sameBucket(t) {
+		if g != except && g.live && dependsLocked(g, t) {
 			deps = append(deps, g)
 		}
 		g.mu.Unlock()
 	}
-	m.mu.Unlock()
+	if checkBaseIndex {
+		m.checkDeps(t, except, deps)
+	}
 	for _, g := range deps {
 		if err := g.materialize(ctx, t.Key); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dependsLocked reports whether g reads clean bytes from the object at t.
+// Caller holds g.mu.
+func dependsLocked(g *File, t Target) bool {
+	return !g.removed && g.hasData && g.base != nil && g.base.Key == t.Key && g.target.sameBucket(t)
+}
+
+// checkDeps panics unless deps holds every live file a scan finds to
+// depend on t (see checkBaseIndex).
+func (m *Manager) checkDeps(t Target, except *File, deps []*File) {
+	found := map[*File]bool{}
+	for _, g := range deps {
+		found[g] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range m.byID {
+		g.mu.Lock()
+		missed := g != except && dependsLocked(g, t) && !found[g]
+		g.mu.Unlock()
+		if missed {
+			panic("writeback: base index misses a file reading from " + t.String())
+		}
+	}
 }
 
 // materialize copies the clean bytes of the base at key into the staging
@@ -93,7 +116,8 @@ func (f *File) materialize(ctx context.Context, key string) error {
 		if len(gaps) == 0 {
 			// dirty stays: an attempt in flight may still rebase the file
 			// on its snapshot, and must then find every change since.
-			f.base, f.baseLimit = nil, 0
+			f.setBaseLocked(nil)
+			f.baseLimit = 0
 			f.mu.Unlock()
 			// An attempt started during the fill may hold the base in its
 			// snapshot: it must have ended before the caller overwrites

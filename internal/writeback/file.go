@@ -411,6 +411,7 @@ func (f *File) resurrectLocked() {
 			return
 		}
 		f.live, f.journaled = true, ""
+		f.indexLiveLocked()
 		f.m.byID[f.id] = f
 		f.m.files[f.target] = f
 		return
@@ -433,6 +434,7 @@ func (f *File) resurrectLocked() {
 		return
 	}
 	f.live = true
+	f.indexLiveLocked()
 	f.m.byID[f.id] = f
 	f.m.files[f.target] = f
 }

@@ -78,7 +78,7 @@ func (f *File) checkLandings(ctx context.Context, st objstore.Store) error {
 			// base's wherever the file is clean now.
 			old = f.base.Version
 			info.Key = l.Key
-			f.base = &info
+			f.setBaseLocked(&info)
 			f.baseLimit = min(f.baseLimit, info.Size)
 		}
 		mine := !f.removed && f.target == t

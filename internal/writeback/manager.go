@@ -56,6 +56,8 @@ type Manager struct {
 	// uploading: keys an upload attempt claimed (see File.waitEligible);
 	// other uploads to these keys wait.
 	uploading map[Target]*File
+	// bases finds the files reading from an object (see baseIndex).
+	bases baseIndex
 	// delKeys counts the deleteAfter entries naming each key.
 	delKeys map[Target]int
 	// gone: the last version writeback deleted at a key, so that OpenBase

@@ -102,7 +102,8 @@ func (m *Manager) openBase(t, bt Target, b objstore.ObjectInfo) (*File, error) {
 	}
 	f := m.newFile(t, id)
 	f.fd = fd
-	f.base, f.baseLimit, f.size, f.hasData = &b, b.Size, b.Size, true
+	f.baseLimit, f.size, f.hasData = b.Size, b.Size, true
+	f.setBaseLocked(&b) // not live yet: indexed below
 	f.mode = 0o644
 	if v, err := strconv.ParseUint(b.Metadata[MetaMode], 8, 32); err == nil {
 		f.mode = uint32(v)
@@ -118,6 +119,7 @@ func (m *Manager) openBase(t, bt Target, b objstore.ObjectInfo) (*File, error) {
 	deleting := m.deleting[bt] > 0 || m.strayLocked(bt)
 	if g == nil && !deleting && !stopped {
 		f.live = true
+		f.indexLiveLocked()
 		m.files[t], m.byID[f.id] = f, f
 	}
 	m.mu.Unlock()

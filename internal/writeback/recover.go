@@ -102,7 +102,7 @@ func (f *File) restore(r *record) {
 	f.m.setDeletesLocked(f, r.DeleteAfter)
 	f.gen, f.closedGen = 1, 1
 	if b := r.Base; b != nil {
-		f.base = &objstore.ObjectInfo{Key: b.Key, Version: b.Version, Size: b.Size, Metadata: b.Metadata}
+		f.setBaseLocked(&objstore.ObjectInfo{Key: b.Key, Version: b.Version, Size: b.Size, Metadata: b.Metadata})
 		f.baseLimit = min(b.Limit, r.Size)
 		f.dirty = rangesFromPairs(r.Dirty)
 		f.valid = f.dirty.clone()

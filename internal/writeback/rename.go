@@ -176,6 +176,7 @@ func (f *File) discard() {
 	stub := f.live && (len(f.deleteAfter) > 0 || len(f.uploads) > 0)
 	if !stub && f.live {
 		f.live = false
+		f.unindexLocked()
 		delete(m.byID, f.id)
 	}
 	if m.files[f.target] == f {

@@ -374,7 +374,7 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed 
 // its bytes equal the staged ones except where written since the
 // snapshot (those stay dirty) or past a truncation since.
 func (f *File) rebaseLocked(snap snapshot, info objstore.ObjectInfo) {
-	f.base = &objstore.ObjectInfo{Key: snap.target.Key, Version: info.Version, Size: snap.size, Metadata: snap.md}
+	f.setBaseLocked(&objstore.ObjectInfo{Key: snap.target.Key, Version: info.Version, Size: snap.size, Metadata: snap.md})
 	f.baseLimit = min(snap.size, f.truncMin)
 	if f.gen == snap.gen {
 		f.dirty = nil
@@ -394,6 +394,7 @@ func (f *File) tryFinish() bool {
 		(f.removed || (f.refs == 0 && f.gen == f.durableGen))
 	if ok {
 		f.live = false
+		f.unindexLocked()
 		f.dropped = !f.removed
 		delete(m.byID, f.id)
 		if m.files[f.target] == f {

@@ -11,8 +11,9 @@ import (
 // one) and, for an OrderLast key, every other dirty file of its directory
 // is durable. It then claims the key (see releaseKey) and returns it.
 // claimed is false when the upload is no longer wanted (the file was
-// removed, for example); closing when the manager closes.
-func (f *File) waitEligible() (key Target, claimed, closing bool) {
+// removed, for example); closing when the manager closes. The attempt's
+// turn tk ends if it has to wait (others may go meanwhile).
+func (f *File) waitEligible(tk *ticket) (key Target, claimed, closing bool) {
 	m := f.m
 	for {
 		ch := m.changedCh()
@@ -20,6 +21,7 @@ func (f *File) waitEligible() (key Target, claimed, closing bool) {
 		if claimed || !wanted {
 			return t, claimed, false
 		}
+		tk.done()
 		select {
 		case <-ch:
 		case <-m.ctx.Done():

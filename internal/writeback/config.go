@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path"
+	"runtime"
 	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -51,9 +52,11 @@ const (
 	DefaultConcurrency  = 16
 	DefaultPartSize     = 16 << 20
 	DefaultMinFreeBytes = 256 << 20
-	DefaultSpareFiles   = 256
-	defaultRetryMin     = 250 * time.Millisecond
-	defaultRetryMax     = 30 * time.Second
+	DefaultSpareFiles   = 1024
+	// DefaultForegroundQuiet: see Config.ForegroundQuiet.
+	DefaultForegroundQuiet = 30 * time.Millisecond
+	defaultRetryMin        = 250 * time.Millisecond
+	defaultRetryMax        = 30 * time.Second
 )
 
 // Config tunes a Manager. Zero fields take the documented defaults.
@@ -70,6 +73,21 @@ type Config struct {
 	// Copy, Complete, Delete), which cost latency rather than bandwidth.
 	// Default 4 × Concurrency.
 	SmallConcurrency int
+	// ForegroundQuiet: the task is busy writing while it made at least 8
+	// write-side calls (Create, Acquire, WriteAt, Truncate, Flush,
+	// Release…) within this window. Meanwhile uploads yield to it: a
+	// request starts only while fewer than ForegroundUploads requests are
+	// in flight (at most half of them heavy), and upload attempts start
+	// only as the queue drains, so that the writer runs at local-disk speed
+	// (uploads take CPU: signing, hashing, HTTP, maybe a local object
+	// server). Requests keep starting one after another, in arrival order;
+	// a Sync or Drain waiting lifts the limit. Default 30ms; < 0 disables
+	// the limit.
+	ForegroundQuiet time.Duration
+	// ForegroundUploads: requests in flight while the task is busy writing
+	// (see ForegroundQuiet). Default the number of CPUs (GOMAXPROCS), at
+	// least 2.
+	ForegroundUploads int
 	// PartSize is the base multipart part size; it grows with the file
 	// (objstore.PartSize) so that MaxParts parts reach the backend maximum.
 	// Default 16 MiB.
@@ -101,9 +119,11 @@ type Config struct {
 	// kill of the process (it is in the page cache) but not a kernel crash.
 	SyncJournal bool
 	// SpareFiles is how many empty data files New creates ahead, in the
-	// background: creating a file costs far more than reusing one on many
-	// file systems, and a task often starts by writing many small files.
-	// Default 256; < 0 disables.
+	// background, and keeps ready (refilled once half are used): creating
+	// a file costs far more than reusing one on many file systems (0.5 ms
+	// of CPU on some cloud disks), and a task often writes many small files
+	// in a burst, faster than uploads free theirs. Default 1024; < 0
+	// disables.
 	SpareFiles int
 	// RetryMin and RetryMax bound the backoff between failed upload
 	// attempts of one file (defaults 250ms and 30s).
@@ -116,6 +136,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SmallConcurrency <= 0 {
 		c.SmallConcurrency = 4 * c.Concurrency
+	}
+	if c.ForegroundQuiet == 0 {
+		c.ForegroundQuiet = DefaultForegroundQuiet
+	}
+	if c.ForegroundUploads <= 0 {
+		c.ForegroundUploads = max(2, runtime.GOMAXPROCS(0))
 	}
 	if c.PartSize <= 0 {
 		c.PartSize = DefaultPartSize

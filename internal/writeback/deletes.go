@@ -174,10 +174,10 @@ func (m *Manager) deleteMarked(ctx context.Context, st objstore.Store, t Target,
 // (any version when version is empty). A missing or changed object is not
 // an error: someone else owns that name now.
 func (m *Manager) deleteVersion(ctx context.Context, st objstore.Store, t Target, version string) error {
-	if err := acquire(ctx, m.small); err != nil {
+	if err := m.sched.acquire(ctx, classLight); err != nil {
 		return err
 	}
-	defer func() { <-m.small }()
+	defer m.sched.release(classLight)
 	err := st.Delete(ctx, t.Key, objstore.DeleteOptions{IfVersion: version})
 	if err == nil && version != "" {
 		m.mu.Lock()

@@ -165,6 +165,7 @@ func (f *File) SetModTime(t time.Time) {
 }
 
 func (f *File) modifyMeta(set func()) {
+	f.m.sched.foreground()
 	f.ensureLive()
 	f.mu.Lock()
 	set()
@@ -228,6 +229,7 @@ func (f *File) metadataLocked() map[string]string {
 
 // Acquire counts an open handle. Every Acquire needs one Release.
 func (f *File) Acquire() {
+	f.m.sched.foreground()
 	f.jmu.Lock()
 	f.m.mu.Lock()
 	f.mu.Lock()
@@ -247,6 +249,7 @@ func (f *File) Acquire() {
 // closed (its bytes are staged) and queues its upload; it returns any
 // staging error seen since the previous Flush or Release.
 func (f *File) Release() error {
+	f.m.sched.foreground()
 	f.mu.Lock()
 	if f.refs <= 0 {
 		f.mu.Unlock()
@@ -286,6 +289,7 @@ func (f *File) Release() error {
 // without ending the handle, so that a kill before the kernel's release
 // still finds it; it returns any staging error.
 func (f *File) Flush() error {
+	f.m.sched.foreground()
 	f.mu.Lock()
 	need := f.live && !f.removed && f.gen > f.durableGen && f.gen > f.closedGen
 	err := f.stageErr

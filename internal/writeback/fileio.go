@@ -26,6 +26,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	f.m.sched.foreground()
 	if err := f.m.space.reserve(int64(len(p))); err != nil {
 		return 0, err
 	}
@@ -67,6 +68,7 @@ func (f *File) Truncate(size int64) error {
 	if size < 0 {
 		return syscall.EINVAL
 	}
+	f.m.sched.foreground()
 	f.ensureLive()
 	f.mu.Lock()
 	if !f.hasData {

@@ -22,8 +22,7 @@ type Manager struct {
 	log     *slog.Logger
 	j       *journal
 	space   *spaceBudget
-	big     chan struct{} // semaphore: data-carrying requests (Concurrency)
-	small   chan struct{} // semaphore: other requests (SmallConcurrency)
+	sched   *sched // admits upload requests (Concurrency, SmallConcurrency, foreground)
 
 	// ctx is cancelled by Close only (not by New's ctx): uploads outlive
 	// the signal that starts the drain.
@@ -43,10 +42,11 @@ type Manager struct {
 	chMu    sync.Mutex
 	changed chan struct{} // closed and replaced by notify
 
-	// spareMu guards spares and sparesClosed; it is a leaf lock.
+	// spareMu guards spares, sparesClosed and refilling; it is a leaf lock.
 	spareMu      sync.Mutex
 	spares       []string // ids of empty data files ready for reuse
 	sparesClosed bool
+	refilling    bool // prefill runs
 
 	// mu guards the maps and stopped. Lock order: File.jmu, mu, File.mu.
 	mu       sync.Mutex
@@ -101,8 +101,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		log:       cfg.Logger,
 		j:         j,
 		space:     &spaceBudget{free: free, min: cfg.MinFreeBytes},
-		big:       make(chan struct{}, cfg.Concurrency),
-		small:     make(chan struct{}, cfg.SmallConcurrency),
+		sched:     newSched(cfg.ForegroundQuiet, cfg.ForegroundUploads, cfg.Concurrency, cfg.SmallConcurrency),
 		idPrefix:  strconv.FormatInt(cfg.Now().UnixNano(), 36),
 		changed:   make(chan struct{}),
 		files:     map[Target]*File{},
@@ -119,7 +118,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		j.close()
 		return nil, err
 	}
-	m.goFn(m.prefill)
+	m.refill()
 	return m, nil
 }
 
@@ -163,6 +162,7 @@ func (m *Manager) Create(t Target, mode uint32) (*File, error) {
 	if t.Key == "" {
 		return nil, syscall.EINVAL
 	}
+	m.sched.foreground()
 	id, fd, err := m.newData()
 	if err != nil {
 		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
@@ -187,6 +187,7 @@ func (m *Manager) Symlink(t Target, linkTarget string) error {
 	if t.Key == "" || linkTarget == "" {
 		return syscall.EINVAL
 	}
+	m.sched.foreground()
 	f := m.newFile(t, m.newID())
 	f.symlink, f.mode, f.gen, f.closedGen = linkTarget, 0o777, 1, 1
 	if err := m.publish(f); err != nil {
@@ -306,6 +307,7 @@ func (m *Manager) Close() error {
 	m.gmu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	m.sched.stop()
 	m.mu.Lock()
 	for _, f := range m.byID {
 		f.mu.Lock()

@@ -25,6 +25,7 @@ func (m *Manager) OpenBase(ctx context.Context, t Target, base objstore.ObjectIn
 	if base.Key == "" {
 		base.Key = t.Key
 	}
+	m.sched.foreground()
 	bt := Target{Scheme: t.Scheme, Bucket: t.Bucket, Key: base.Key}
 	for {
 		if f := m.Get(t); f != nil {

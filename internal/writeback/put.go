@@ -16,21 +16,12 @@ import (
 // smallRequest: requests carrying less than this use the small semaphore.
 const smallRequest = 1 << 20
 
-// acquire takes a slot of sem, or fails when ctx ends.
-func acquire(ctx context.Context, sem chan struct{}) error {
-	select {
-	case sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (m *Manager) semFor(size int64) chan struct{} {
+// classFor returns the scheduler class of a request carrying size bytes.
+func classFor(size int64) int {
 	if size >= smallRequest {
-		return m.big
+		return classHeavy
 	}
-	return m.small
+	return classLight
 }
 
 // putOptions merges the configured options with the file's metadata.
@@ -103,12 +94,12 @@ func (f *File) putWhole(ctx context.Context, st objstore.Store, snap snapshot, o
 
 // put is one Put under the semaphore.
 func (m *Manager) put(ctx context.Context, st objstore.Store, key string, src io.ReaderAt, size int64, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
-	sem := m.semFor(size)
-	if err := acquire(ctx, sem); err != nil {
+	class := classFor(size)
+	if err := m.sched.acquire(ctx, class); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
 	info, err := st.Put(m.sendCtx(ctx), key, src, size, opts)
-	<-sem
+	m.sched.release(class)
 	if err == nil {
 		m.uploadedBytes.Add(size)
 	}
@@ -189,27 +180,26 @@ func (f *File) multipart(ctx context.Context, st objstore.Store, mp objstore.Mul
 	return f.completeUpload(ctx, st, up, snap.target.Key, snap.size)
 }
 
-// runParts runs do for every part with bounded parallelism: heavy parts
-// take a slot of the big semaphore, the others of the small one (before a
-// goroutine starts, so goroutines stay bounded). The first error cancels
-// the rest.
+// runParts runs do for every part with bounded parallelism: each takes a
+// slot of the scheduler, heavy parts of the heavy class (before a goroutine
+// starts, so goroutines stay bounded). The first error cancels the rest.
 func (m *Manager) runParts(ctx context.Context, parts []span, do func(ctx context.Context, n int, p span) (sent bool, err error), heavy func(n int, p span) bool) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
 	for i, p := range parts {
 		n := i + 1
-		sem := m.small
+		class := classLight
 		if heavy(n, p) && p.End-p.Off >= smallRequest {
-			sem = m.big
+			class = classHeavy
 		}
-		if err := acquire(ctx, sem); err != nil {
+		if err := m.sched.acquire(ctx, class); err != nil {
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			defer m.sched.release(class)
 			sent, err := do(ctx, n, p)
 			if err != nil {
 				cancel(err)
@@ -230,13 +220,13 @@ func (m *Manager) runParts(ctx context.Context, parts []span, do func(ctx contex
 // createUpload starts a multipart upload and journals its id so that a
 // restarted ferry aborts it.
 func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key string, opts objstore.PutOptions) (objstore.Upload, error) {
-	if err := acquire(ctx, f.m.small); err != nil {
+	if err := f.m.sched.acquire(ctx, classLight); err != nil {
 		return nil, err
 	}
 	// Like a Put, a CreateUpload sent may take effect unseen: it runs to
 	// its answer, so that the upload is journaled and then aborted.
 	up, err := mp.CreateUpload(f.m.sendCtx(ctx), key, opts)
-	<-f.m.small
+	f.m.sched.release(classLight)
 	if errors.Is(err, objstore.ErrUnsupported) {
 		f.mu.Lock()
 		f.noStream = true
@@ -260,13 +250,13 @@ func (f *File) createUpload(ctx context.Context, mp objstore.Multipart, key stri
 // is gone): the object is then accepted if it is a new version (the key
 // is stat'ed before the Complete) of the expected size.
 func (f *File) completeUpload(ctx context.Context, st objstore.Store, up objstore.Upload, key string, size int64) (objstore.ObjectInfo, error) {
-	if err := acquire(ctx, f.m.small); err != nil {
+	if err := f.m.sched.acquire(ctx, classLight); err != nil {
 		f.abortUpload(up, key)
 		return objstore.ObjectInfo{}, err
 	}
 	before, err := st.Stat(ctx, key)
 	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-		<-f.m.small
+		f.m.sched.release(classLight)
 		f.abortUpload(up, key)
 		return objstore.ObjectInfo{}, err
 	}
@@ -277,7 +267,7 @@ func (f *File) completeUpload(ctx context.Context, st objstore.Store, up objstor
 			info, err = got, nil
 		}
 	}
-	<-f.m.small
+	f.m.sched.release(classLight)
 	if err != nil {
 		f.abortUpload(up, key)
 		return objstore.ObjectInfo{}, err
@@ -365,11 +355,11 @@ func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []upload
 			f.forgetUpload(u.ID)
 			continue
 		}
-		if err := acquire(ctx, f.m.small); err != nil {
+		if err := f.m.sched.acquire(ctx, classLight); err != nil {
 			return err
 		}
 		err := mp.AbortUpload(ctx, u.Key, u.ID)
-		<-f.m.small
+		f.m.sched.release(classLight)
 		if err != nil && ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -384,10 +374,10 @@ func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []upload
 // changed): the object is then accepted if it has the size and metadata
 // wanted.
 func (m *Manager) copyObject(ctx context.Context, st objstore.Store, src, dst, version string, size int64, md map[string]string) (objstore.ObjectInfo, error) {
-	if err := acquire(ctx, m.small); err != nil {
+	if err := m.sched.acquire(ctx, classLight); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	defer func() { <-m.small }()
+	defer m.sched.release(classLight)
 	info, err := st.Copy(m.sendCtx(ctx), src, dst, objstore.CopyOptions{IfVersion: version, Metadata: md})
 	if src == dst && errors.Is(err, objstore.ErrPrecondition) {
 		if got, serr := st.Stat(ctx, dst); serr == nil && got.Size == size && sameMetadata(got.Metadata, md) {

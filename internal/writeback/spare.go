@@ -5,7 +5,8 @@ import (
 	"os"
 )
 
-// maxSpares bounds the empty data files kept for reuse.
+// maxSpares bounds the empty data files kept for reuse (at least
+// Config.SpareFiles are kept).
 const maxSpares = 512
 
 // Creating a file costs far more than truncating and renaming one on many
@@ -15,13 +16,19 @@ const maxSpares = 512
 // deletes them like any orphan data file.
 
 // newData returns the id and open, empty data file for a new staged file:
-// a spare when there is one, else a new file.
+// a spare when there is one, else a new file. Once fewer than half of
+// Config.SpareFiles are left, more are made in the background (a task
+// writing many small files outruns the recycling, as uploads yield to it).
 func (m *Manager) newData() (string, *os.File, error) {
 	m.spareMu.Lock()
 	for len(m.spares) > 0 {
 		id := m.spares[len(m.spares)-1]
 		m.spares = m.spares[:len(m.spares)-1]
+		low := len(m.spares) < m.cfg.SpareFiles/2
 		m.spareMu.Unlock()
+		if low {
+			m.refill()
+		}
 		fd, err := os.OpenFile(m.j.dataPath(id), os.O_RDWR, 0o600)
 		if err == nil {
 			return id, fd, nil
@@ -29,6 +36,9 @@ func (m *Manager) newData() (string, *os.File, error) {
 		m.spareMu.Lock()
 	}
 	m.spareMu.Unlock()
+	if m.cfg.SpareFiles > 0 {
+		m.refill()
+	}
 	id := m.newID()
 	fd, err := m.j.createData(id)
 	return id, fd, err
@@ -43,7 +53,7 @@ func (m *Manager) forget(id string) error {
 	}
 	path := m.j.dataPath(id)
 	m.spareMu.Lock()
-	full := len(m.spares) >= maxSpares || m.sparesClosed
+	full := len(m.spares) >= max(maxSpares, m.cfg.SpareFiles) || m.sparesClosed
 	m.spareMu.Unlock()
 	if !full {
 		spare := m.newID()
@@ -61,19 +71,56 @@ func (m *Manager) forget(id string) error {
 	return nil
 }
 
-// prefill creates spare data files in the background until there are
-// Config.SpareFiles, so that the first files a task writes find them.
-func (m *Manager) prefill() {
-	for m.ctx.Err() == nil {
+// refill starts prefill unless it runs.
+func (m *Manager) refill() {
+	m.spareMu.Lock()
+	start := !m.refilling && !m.sparesClosed && len(m.spares) < m.cfg.SpareFiles
+	m.refilling = m.refilling || start
+	m.spareMu.Unlock()
+	if start && !m.goFn(m.prefill) {
 		m.spareMu.Lock()
-		enough := len(m.spares) >= m.cfg.SpareFiles || m.sparesClosed
+		m.refilling = false
+		m.spareMu.Unlock()
+	}
+}
+
+// prefill creates spare data files in the background until there are
+// Config.SpareFiles, so that the files a task writes find them. Creating
+// a file takes CPU too: while the task is busy writing, it creates files
+// only if fewer than a quarter are left (the task outruns the recycling,
+// held back by the uploads yielding); otherwise it waits for a quiet
+// moment, and then counts the staged files too (each is recycled once
+// uploaded).
+func (m *Manager) prefill() {
+	for {
+		until := m.sched.busyUntil()
+		staged := 0
+		if until.IsZero() {
+			m.mu.Lock()
+			staged = len(m.byID)
+			m.mu.Unlock()
+		}
+		m.spareMu.Lock()
+		n := len(m.spares)
+		enough := n >= m.cfg.SpareFiles || m.sparesClosed || m.ctx.Err() != nil ||
+			(until.IsZero() && n+staged >= m.cfg.SpareFiles)
+		if enough {
+			m.refilling = false
+		}
 		m.spareMu.Unlock()
 		if enough {
 			return
 		}
+		if !until.IsZero() && n >= m.cfg.SpareFiles/4 {
+			sleepCtx(m.ctx, until.Sub(m.sched.clock()))
+			continue
+		}
 		id := m.newID()
 		fd, err := m.j.createData(id)
 		if err != nil {
+			m.spareMu.Lock()
+			m.refilling = false
+			m.spareMu.Unlock()
 			return
 		}
 		fd.Close()

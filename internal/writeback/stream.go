@@ -25,8 +25,12 @@ type stream struct {
 	key    string // the key the upload was created for
 	ctx    context.Context
 	cancel context.CancelFunc
-	wake   chan struct{}  // cap 1: new data was written
-	wg     sync.WaitGroup // the pump and its part uploads
+	// pumpCtx (a child of ctx) ends the pump's wait for a slot when the
+	// stream finishes: parts in flight go on.
+	pumpCtx    context.Context
+	pumpCancel context.CancelFunc
+	wake       chan struct{}  // cap 1: new data was written
+	wg         sync.WaitGroup // the pump and its part uploads
 
 	// Guarded by File.mu.
 	metaGen   uint64
@@ -76,6 +80,7 @@ func (f *File) streamWriteLocked(off, end int64) {
 		wake: make(chan struct{}, 1), metaGen: f.metaGen,
 		next: 1, parts: map[int]*streamPart{},
 	}
+	s.pumpCtx, s.pumpCancel = context.WithCancel(ctx)
 	s.wg.Add(1)
 	if !m.goFn(s.pump) {
 		s.wg.Done()
@@ -132,9 +137,12 @@ func (s *stream) abort() {
 }
 
 // pump creates the upload, then starts each part as soon as the writer has
-// written all of it and moved past it.
+// written all of it and moved past it, and the scheduler admits it (one
+// part waits for a slot at a time, so that a fast writer does not pile up
+// goroutines).
 func (s *stream) pump() {
 	defer s.wg.Done()
+	defer s.pumpCancel()
 	f, m := s.f, s.f.m
 	fail := func(err error) {
 		f.mu.Lock()
@@ -174,40 +182,63 @@ func (s *stream) pump() {
 	f.mu.Lock()
 	s.up, s.rd, s.lay = up, rd, streamLayout(st.Caps(), m.cfg.PartSize)
 	f.mu.Unlock()
+	admitted := false // holds a heavy slot for part s.next
+	defer func() {
+		if admitted {
+			m.sched.release(classHeavy)
+		}
+	}()
 	for {
 		f.mu.Lock()
 		if s.finishing || s.ctx.Err() != nil {
 			f.mu.Unlock()
 			return
 		}
-		var start []int
-		for s.next <= s.lay.maxParts {
-			p := s.lay.part(s.next)
-			if f.size <= p.End || !f.dirty.covers(p.Off, p.End) {
-				break
-			}
-			s.parts[s.next] = &streamPart{inflight: true}
-			start = append(start, s.next)
+		ready := s.next <= s.lay.maxParts && s.readyLocked(s.next)
+		n := s.next
+		if ready && admitted {
+			s.parts[n] = &streamPart{inflight: true}
 			s.next++
 		}
 		f.mu.Unlock()
-		for _, n := range start {
+		switch {
+		case ready && admitted:
+			admitted = false // uploadPart releases it
 			s.wg.Add(1)
 			if !m.goFn(func() { s.uploadPart(n) }) {
 				s.wg.Done()
+				m.sched.release(classHeavy)
 				return
 			}
+			continue
+		case ready:
+			if m.sched.acquire(s.pumpCtx, classHeavy) != nil {
+				return
+			}
+			admitted = true
+			continue // look again: the file may have changed meanwhile
+		case admitted: // truncated while waiting for the slot
+			admitted = false
+			m.sched.release(classHeavy)
 		}
 		select {
 		case <-s.wake:
-		case <-s.ctx.Done():
+		case <-s.pumpCtx.Done():
 			return
 		}
 	}
 }
 
-// uploadPart uploads part n from the staging file. A failure only leaves
-// the part for the close to upload.
+// readyLocked reports whether part n is written and the writer has moved
+// past it. Caller holds File.mu.
+func (s *stream) readyLocked(n int) bool {
+	p := s.lay.part(n)
+	return s.f.size > p.End && s.f.dirty.covers(p.Off, p.End)
+}
+
+// uploadPart uploads part n from the staging file, with the heavy slot
+// the pump took for it. A failure only leaves the part for the close to
+// upload.
 func (s *stream) uploadPart(n int) {
 	defer s.wg.Done()
 	f, m := s.f, s.f.m
@@ -215,11 +246,8 @@ func (s *stream) uploadPart(n int) {
 	p := s.lay.part(n)
 	up, rd := s.up, s.rd
 	f.mu.Unlock()
-	err := acquire(s.ctx, m.big)
-	if err == nil {
-		err = up.UploadPart(s.ctx, n, io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
-		<-m.big
-	}
+	err := up.UploadPart(s.ctx, n, io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+	m.sched.release(classHeavy)
 	f.mu.Lock()
 	sp := s.parts[n]
 	sp.inflight = false
@@ -246,10 +274,7 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 	}
 	s.finishing = true
 	f.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.pumpCancel() // parts in flight go on
 	s.wg.Wait()
 	f.mu.Lock()
 	if f.stream == s {

@@ -121,18 +121,26 @@ func (f *File) uploadLoop() {
 		}
 		kicks := f.kicks
 		f.mu.Unlock()
+		// Wait for the attempt's turn (the task may be busy writing).
+		tk, err := m.sched.start(m.ctx)
+		if err != nil {
+			f.stopLoop()
+			return
+		}
 		var key Target
 		if data {
 			var claimed, closing bool
-			if key, claimed, closing = f.waitEligible(); closing {
+			if key, claimed, closing = f.waitEligible(tk); closing {
 				f.stopLoop()
 				return
 			}
 			if !claimed {
+				tk.done()
 				continue // no longer wanted (removed, renamed): decide again
 			}
 		}
-		gen, err := f.attempt(data, key)
+		gen, err := f.attempt(data, key, tk)
+		tk.done()
 		switch {
 		case err == nil:
 			backoff = m.cfg.RetryMin
@@ -186,12 +194,13 @@ func (f *File) stopLoop() {
 
 // attempt runs one upload attempt; it returns the generation it covered.
 // With data, key is the target claimed by waitEligible, released at the
-// end; a file renamed since is retried under its new name.
-func (f *File) attempt(data bool, key Target) (uint64, error) {
+// end; a file renamed since is retried under its new name. tk is the
+// attempt's turn (see sched.start).
+func (f *File) attempt(data bool, key Target, tk *ticket) (uint64, error) {
 	if data {
 		defer f.m.releaseKey(key)
 	}
-	ctx, cancel := context.WithCancelCause(f.m.ctx)
+	ctx, cancel := context.WithCancelCause(withTicket(f.m.ctx, tk))
 	defer cancel(nil)
 	f.mu.Lock()
 	if want, _ := f.wantsLocked(); data && (!want || f.target != key) {
@@ -434,6 +443,7 @@ func (f *File) Sync(ctx context.Context) error {
 	g := f.gen
 	f.syncGen = max(f.syncGen, g)
 	f.mu.Unlock()
+	defer f.m.sched.hurry()() // an fsync waits: upload at full speed
 	f.kick()
 	for {
 		f.mu.Lock()

@@ -1,0 +1,376 @@
+package writeback
+
+import (
+	"container/list"
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Request classes of the scheduler: heavy requests carry data (parts and
+// objects of at least smallRequest bytes), light ones cost latency only.
+const (
+	classLight = iota
+	classHeavy
+	numClasses
+)
+
+// sched admits upload requests and upload attempts.
+//
+// Requests: each class has its limit of requests in flight
+// (Config.Concurrency, SmallConcurrency). On top of that, uploads yield to
+// the task: while the foreground is active (a Create, WriteAt, Flush,
+// Release… within Config.ForegroundQuiet), a request starts only while
+// fewer than Config.ForegroundUploads requests of any class are in
+// flight, at most half of them (rounded up) heavy, because on a small machine the CPU that uploads take (signing,
+// hashing, HTTP, maybe a local object server) slows the writer down far
+// more than it speeds the uploads up. A Sync or Drain waiting lifts that
+// limit (see hurry).
+//
+// Attempts: an upload attempt prepares its requests (journal records, a
+// staging file opened…) before it asks for a slot, so while the
+// foreground is active attempts start (see start) only while few
+// requests wait for a slot: the queue stays short and the preparation is
+// not spent in the task's time.
+//
+// No waiter starves while the foreground stays active: requests and
+// attempts are served in arrival order (an attempt's first request takes
+// its place in the queue from the attempt's arrival), and requests keep
+// starting as others end. While the foreground is quiet, each class is
+// served in order up to its limit, and attempts start at once.
+type sched struct {
+	quiet   time.Duration    // <= 0: the foreground never limits
+	fgLimit int              // requests in flight while the foreground is active
+	fgHeavy int              // of which heavy: (fgLimit+1)/2
+	limit   [numClasses]int  // requests in flight per class
+	clock   func() time.Time // monotonic clock; tests replace it
+	epoch   time.Time
+	// ops: the times of the last fgBurst foreground ops (ns from epoch,
+	// 0 = none), a ring indexed by opN.
+	ops [fgBurst]atomic.Int64
+	opN atomic.Uint64
+
+	// mu guards the fields below; it is a leaf lock.
+	mu       sync.Mutex
+	inflight [numClasses]int
+	waiting  [numClasses]list.List // requests (*waiter), by seq
+	queued   int                   // requests waiting, all classes
+	starters list.List             // attempts (*waiter) waiting to start, by seq
+	tickets  int                   // attempts started that have not asked for a slot yet
+	seq      uint64                // arrival counter
+	hurries  int                   // Sync and Drain calls waiting
+	timer    *time.Timer           // looks again when the foreground may be quiet
+	timerAt  time.Time             // when timer fires (zero: not armed)
+	stopped  bool
+}
+
+// waiter is a request or an attempt waiting for its turn.
+type waiter struct {
+	class int // request class; -1 for an attempt
+	seq   uint64
+	ready chan struct{} // closed when admitted
+	elem  *list.Element // nil once admitted
+}
+
+// ticket is an attempt started by start. Its first request keeps the
+// attempt's place in the queue; done ends it (idempotent).
+type ticket struct {
+	s    *sched
+	seq  uint64
+	used bool // guarded by s.mu: its first request asked for a slot, or done
+}
+
+type ticketKey struct{}
+
+func newSched(quiet time.Duration, fgLimit, heavy, light int) *sched {
+	s := &sched{quiet: quiet, fgLimit: max(fgLimit, 1), clock: time.Now}
+	s.fgHeavy = (s.fgLimit + 1) / 2
+	s.limit[classHeavy], s.limit[classLight] = max(heavy, 1), max(light, 1)
+	s.epoch = s.clock()
+	return s
+}
+
+// fgBurst: the foreground is active while it made at least this many
+// calls within the quiet window (a task that writes a line now and then
+// does not hold uploads back).
+const fgBurst = 8
+
+// foreground records an operation of the task.
+func (s *sched) foreground() {
+	if s.quiet > 0 {
+		n := s.opN.Add(1)
+		s.ops[n%fgBurst].Store(int64(s.clock().Sub(s.epoch)) | 1) // never 0
+	}
+}
+
+// activeUntilLocked returns when the foreground turns quiet; zero when it
+// is quiet now or a Sync or Drain waits. Caller holds mu.
+func (s *sched) activeUntilLocked() time.Time {
+	if s.hurries > 0 {
+		return time.Time{}
+	}
+	return s.busyUntil()
+}
+
+// busyUntil returns when the foreground turns quiet (if no other op
+// comes); zero when it is quiet now.
+func (s *sched) busyUntil() time.Time {
+	if s.quiet <= 0 {
+		return time.Time{}
+	}
+	oldest := int64(math.MaxInt64) // of the last fgBurst ops
+	for i := range s.ops {
+		t := s.ops[i].Load()
+		if t == 0 {
+			return time.Time{}
+		}
+		oldest = min(oldest, t)
+	}
+	until := s.epoch.Add(time.Duration(oldest) + s.quiet)
+	if !s.clock().Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+// start waits for the turn of an upload attempt. Call done on the ticket
+// when the attempt ends or waits for something else than a slot; pass it
+// in the attempt's context (withTicket) so that its first request keeps
+// the attempt's place. It fails with the cause of ctx.
+func (s *sched) start(ctx context.Context) (*ticket, error) {
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.seq++
+	t := &ticket{s: s, seq: s.seq}
+	w := &waiter{class: -1, seq: t.seq, ready: make(chan struct{})}
+	w.elem = s.starters.PushBack(w)
+	s.dispatchLocked()
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return t, nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if w.elem == nil { // started meanwhile
+		s.mu.Unlock()
+		t.done()
+	} else {
+		s.starters.Remove(w.elem)
+		w.elem = nil
+		s.dispatchLocked()
+		s.mu.Unlock()
+	}
+	return nil, context.Cause(ctx)
+}
+
+// done ends the ticket, if its first request has not done so already.
+func (t *ticket) done() {
+	if t == nil {
+		return
+	}
+	s := t.s
+	s.mu.Lock()
+	if !t.used {
+		t.used = true
+		s.tickets--
+		s.dispatchLocked()
+	}
+	s.mu.Unlock()
+}
+
+// withTicket returns ctx carrying t for the attempt's requests.
+func withTicket(ctx context.Context, t *ticket) context.Context {
+	if t == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, ticketKey{}, t)
+}
+
+// acquire waits for a slot of class (release it with release), or fails
+// with the cause of ctx.
+func (s *sched) acquire(ctx context.Context, class int) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	t, _ := ctx.Value(ticketKey{}).(*ticket)
+	s.mu.Lock()
+	w := &waiter{class: class, ready: make(chan struct{})}
+	if t != nil && !t.used && t.s == s {
+		// The attempt's first request: in the queue from the attempt's arrival.
+		t.used = true
+		s.tickets--
+		w.seq = t.seq
+	} else {
+		s.seq++
+		w.seq = s.seq
+	}
+	l := &s.waiting[class]
+	e := l.Back()
+	for e != nil && e.Value.(*waiter).seq > w.seq {
+		e = e.Prev()
+	}
+	if e == nil {
+		w.elem = l.PushFront(w)
+	} else {
+		w.elem = l.InsertAfter(w, e)
+	}
+	s.queued++
+	s.dispatchLocked()
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if w.elem == nil { // admitted meanwhile: give the slot back
+		s.mu.Unlock()
+		s.release(class)
+	} else {
+		l.Remove(w.elem)
+		w.elem = nil
+		s.queued--
+		s.dispatchLocked() // w may have held back others (arrival order)
+		s.mu.Unlock()
+	}
+	return context.Cause(ctx)
+}
+
+// release ends a request of class admitted by acquire.
+func (s *sched) release(class int) {
+	s.mu.Lock()
+	s.inflight[class]--
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// hurry lifts the foreground limit until the returned func is called (a
+// Sync or Drain waits for uploads).
+func (s *sched) hurry() (done func()) {
+	s.mu.Lock()
+	s.hurries++
+	s.dispatchLocked()
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hurries--
+			s.mu.Unlock()
+		})
+	}
+}
+
+// stop stops the timer (Manager.Close; waiters end with their contexts).
+func (s *sched) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+}
+
+// dispatchLocked admits every request and starts every attempt that may
+// go now. Caller holds mu.
+func (s *sched) dispatchLocked() {
+	until := s.activeUntilLocked()
+	if until.IsZero() {
+		for c := range numClasses {
+			for s.inflight[c] < s.limit[c] && s.waiting[c].Len() > 0 {
+				s.admitLocked(s.waiting[c].Front().Value.(*waiter))
+			}
+		}
+		// Attempts, while fewer wait for a slot than there are slots: more
+		// would only contend with each other to prepare.
+		for s.starters.Len() > 0 && s.queued+s.tickets < s.limit[classHeavy]+s.limit[classLight] {
+			s.admitLocked(s.starters.Front().Value.(*waiter))
+		}
+		return
+	}
+	// Requests, oldest first, while fewer than fgLimit are in flight, at
+	// most half of them heavy (a light one may pass a heavy one held back
+	// by that).
+	for s.inflight[classHeavy]+s.inflight[classLight] < s.fgLimit {
+		var next *waiter
+		for c := range numClasses {
+			e := s.waiting[c].Front()
+			if e == nil || s.inflight[c] >= s.limit[c] || (c == classHeavy && s.inflight[c] >= s.fgHeavy) {
+				continue
+			}
+			if w := e.Value.(*waiter); next == nil || w.seq < next.seq {
+				next = w
+			}
+		}
+		if next == nil {
+			break
+		}
+		s.admitLocked(next)
+	}
+	// Attempts, while few requests wait (the queue stays short), or when
+	// the oldest attempt is older than every request waiting (so that a
+	// stream of new requests, such as the parts of a large file being
+	// written, does not hold it back for good).
+	for e := s.starters.Front(); e != nil; e = s.starters.Front() {
+		w := e.Value.(*waiter)
+		old := s.oldestLocked()
+		if s.queued+s.tickets >= s.fgLimit && (s.tickets > 0 || (old != nil && old.seq < w.seq)) {
+			break
+		}
+		s.admitLocked(w)
+	}
+	if s.queued == 0 && s.starters.Len() == 0 {
+		return
+	}
+	// Waiters are held back by the foreground: look again when it may
+	// have turned quiet (a release or a Sync may come first).
+	if s.stopped || (!s.timerAt.IsZero() && !s.timerAt.After(until)) {
+		return
+	}
+	s.timerAt = until
+	d := until.Sub(s.clock())
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.onTimer)
+	} else {
+		s.timer.Reset(d)
+	}
+}
+
+// oldestLocked returns the request that waits the longest, or nil.
+func (s *sched) oldestLocked() *waiter {
+	var first *waiter
+	for c := range numClasses {
+		if e := s.waiting[c].Front(); e != nil {
+			if w := e.Value.(*waiter); first == nil || w.seq < first.seq {
+				first = w
+			}
+		}
+	}
+	return first
+}
+
+func (s *sched) onTimer() {
+	s.mu.Lock()
+	s.timerAt = time.Time{}
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// admitLocked admits the request or starts the attempt w.
+func (s *sched) admitLocked(w *waiter) {
+	if w.class < 0 {
+		s.starters.Remove(w.elem)
+		s.tickets++
+	} else {
+		s.waiting[w.class].Remove(w.elem)
+		s.queued--
+		s.inflight[w.class]++
+	}
+	w.elem = nil
+	close(w.ready)
+}

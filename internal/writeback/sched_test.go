@@ -1,0 +1,411 @@
+package writeback
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// schedTest drives a sched on a fake clock.
+type schedTest struct {
+	t     *testing.T
+	s     *sched
+	clock *fakeClock
+	ctx   context.Context
+}
+
+const testQuiet = 20 * time.Millisecond
+
+func newSchedTest(t *testing.T, fgLimit, heavy, light int) *schedTest {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	s := newSched(testQuiet, fgLimit, heavy, light)
+	s.clock, s.epoch = clock.now, clock.now()
+	t.Cleanup(s.stop)
+	return &schedTest{t: t, s: s, clock: clock, ctx: t.Context()}
+}
+
+// busy makes the foreground active now.
+func (st *schedTest) busy() {
+	for range fgBurst {
+		st.s.foreground()
+	}
+}
+
+// quiet moves the clock past the quiet window and lets the scheduler see
+// it (as its timer would).
+func (st *schedTest) quiet() {
+	st.clock.add(2 * testQuiet)
+	st.s.mu.Lock()
+	st.s.dispatchLocked()
+	st.s.mu.Unlock()
+}
+
+// req is a request waiting for (or holding) a slot.
+type req struct {
+	class int
+	got   chan error
+}
+
+// acquire asks for a slot in the background; it is in the queue (or
+// admitted) when acquire returns.
+func (st *schedTest) acquire(ctx context.Context, class int) *req {
+	st.t.Helper()
+	r := &req{class: class, got: make(chan error, 1)}
+	before := st.requests()
+	go func() { r.got <- st.s.acquire(ctx, class) }()
+	waitFor(st.t, "the request to arrive", func() bool { return st.requests() > before })
+	return r
+}
+
+// requests counts the requests waiting or in flight.
+func (st *schedTest) requests() int {
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	return st.s.queued + st.s.inflight[classHeavy] + st.s.inflight[classLight]
+}
+
+// arrivals counts the requests and attempts that arrived so far.
+func (st *schedTest) arrivals() uint64 {
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	return st.s.seq
+}
+
+// admitted reports whether r got its slot (without waiting).
+func (r *req) admitted(t *testing.T) bool {
+	t.Helper()
+	select {
+	case err := <-r.got:
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		r.got <- nil // keep the answer for later calls
+		return true
+	default:
+		return false
+	}
+}
+
+// inflight returns the requests in flight per class.
+func (st *schedTest) inflight() (heavy, light int) {
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	return st.s.inflight[classHeavy], st.s.inflight[classLight]
+}
+
+// wantInflight checks the requests in flight, and waits until the
+// admitted ones returned from acquire.
+func (st *schedTest) wantInflight(rs []*req, heavy, light int) {
+	st.t.Helper()
+	if h, l := st.inflight(); h != heavy || l != light {
+		st.t.Fatalf("in flight: %d heavy, %d light; want %d and %d", h, l, heavy, light)
+	}
+	waitFor(st.t, "the admitted requests to return", func() bool {
+		h, l := 0, 0
+		for _, r := range rs {
+			if r.admitted(st.t) {
+				if r.class == classHeavy {
+					h++
+				} else {
+					l++
+				}
+			}
+		}
+		return h == heavy && l == light
+	})
+}
+
+func TestSchedLimits(t *testing.T) {
+	tests := []struct {
+		name         string
+		fgLimit      int
+		busy, hurry  bool
+		heavy, light int // in flight wanted
+	}{
+		{name: "quiet: each class to its limit", fgLimit: 2, heavy: 3, light: 5},
+		{name: "busy: fgLimit in flight, half heavy", fgLimit: 2, busy: true, heavy: 1, light: 1},
+		{name: "busy: fgLimit 4", fgLimit: 4, busy: true, heavy: 2, light: 2},
+		{name: "busy: fgLimit 1", fgLimit: 1, busy: true, heavy: 1, light: 0},
+		{name: "busy but a Sync waits: full limits", fgLimit: 2, busy: true, hurry: true, heavy: 3, light: 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newSchedTest(t, tc.fgLimit, 3, 5)
+			if tc.busy {
+				st.busy()
+			}
+			if tc.hurry {
+				defer st.s.hurry()()
+			}
+			var rs []*req
+			for range 8 { // alternating, heavy first
+				rs = append(rs, st.acquire(st.ctx, classHeavy), st.acquire(st.ctx, classLight))
+			}
+			st.wantInflight(rs, tc.heavy, tc.light)
+		})
+	}
+}
+
+// TestSchedQuietLiftsLimit: once the foreground is quiet, every waiter
+// held back by it starts up to the class limits; as soon as the
+// foreground is busy again, new requests wait again.
+func TestSchedQuietLiftsLimit(t *testing.T) {
+	st := newSchedTest(t, 2, 4, 8)
+	st.busy()
+	var rs []*req
+	for range 6 {
+		rs = append(rs, st.acquire(st.ctx, classLight))
+	}
+	st.wantInflight(rs, 0, 2)
+	st.quiet()
+	st.wantInflight(rs, 0, 6)
+	st.busy()
+	more := st.acquire(st.ctx, classLight)
+	if more.admitted(t) {
+		t.Fatal("a request started while the foreground is busy and 6 are in flight")
+	}
+	for range 5 {
+		st.s.release(classLight)
+	}
+	waitFor(t, "the request to start with 1 in flight", func() bool { return more.admitted(t) })
+}
+
+// TestSchedHurry: a Sync or Drain waiting lifts the foreground limit, and
+// the limit comes back when it is done.
+func TestSchedHurry(t *testing.T) {
+	st := newSchedTest(t, 2, 4, 8)
+	st.busy()
+	var rs []*req
+	for range 4 {
+		rs = append(rs, st.acquire(st.ctx, classLight))
+	}
+	st.wantInflight(rs, 0, 2)
+	done := st.s.hurry()
+	st.wantInflight(rs, 0, 4)
+	done()
+	done() // idempotent
+	more := st.acquire(st.ctx, classLight)
+	if more.admitted(t) {
+		t.Fatal("the limit did not come back after the hurry")
+	}
+}
+
+// TestSchedTrickle: while the foreground stays busy, requests keep
+// starting one after another, in arrival order, whatever their class.
+func TestSchedTrickle(t *testing.T) {
+	st := newSchedTest(t, 2, 4, 8)
+	st.busy()
+	classes := []int{classHeavy, classHeavy, classLight, classHeavy, classLight, classLight, classHeavy}
+	var rs []*req
+	for _, c := range classes {
+		rs = append(rs, st.acquire(st.ctx, c))
+	}
+	// In flight: heavy #0 and light #2 (a light one passes a heavy one held
+	// back by the heavy half).
+	st.wantInflight(rs, 1, 1)
+	if !rs[0].admitted(t) || !rs[2].admitted(t) {
+		t.Fatal("want requests 0 and 2 in flight")
+	}
+	// Each release lets the oldest request start that the heavy half
+	// allows: 1 (heavy), 4 (light, as 1 is in flight), 3, 5, 6.
+	order := []int{1, 4, 3, 5, 6}
+	running := []*req{rs[0], rs[2]}
+	started := map[int]bool{0: true, 2: true}
+	for _, next := range order {
+		st.clock.add(testQuiet / 4)
+		st.busy() // still busy
+		// End the oldest running request; next must be the one to start.
+		r := running[0]
+		running = running[1:]
+		st.s.release(r.class)
+		waitFor(t, "the next request to start", func() bool { return rs[next].admitted(t) })
+		started[next] = true
+		for k, r := range rs {
+			if r.admitted(t) != started[k] {
+				t.Fatalf("after request %d started: request %d started %v", next, k, r.admitted(t))
+			}
+		}
+		running = append(running, rs[next])
+	}
+}
+
+// TestSchedStartersBounded: while the foreground is busy, attempts start
+// only while few requests wait, so their preparation is not spent in the
+// task's time; when it is quiet, all start.
+func TestSchedStartersBounded(t *testing.T) {
+	st := newSchedTest(t, 2, 4, 8)
+	st.busy()
+	type start struct {
+		tk  *ticket
+		err error
+	}
+	got := make(chan start, 10)
+	for range 10 {
+		go func() {
+			tk, err := st.s.start(st.ctx)
+			got <- start{tk, err}
+		}()
+	}
+	waitFor(t, "the attempts to arrive", func() bool { return st.arrivals() == 10 })
+	var tks []*ticket
+	recv := func() {
+		s := <-got
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		tks = append(tks, s.tk)
+	}
+	recv()
+	recv()
+	select {
+	case <-got:
+		t.Fatal("a third attempt started while two have not asked for a slot yet")
+	case <-time.After(20 * time.Millisecond):
+	}
+	// The first attempt asks for its slot: it is admitted (nothing in
+	// flight), so the queue is empty and one more attempt may start.
+	r := st.acquire(withTicket(st.ctx, tks[0]), classLight)
+	waitFor(t, "the first request", func() bool { return r.admitted(t) })
+	recv()
+	tks[1].done() // the second attempt ends without a request
+	recv()
+	st.quiet()
+	for range 6 {
+		recv()
+	}
+	for _, tk := range tks {
+		tk.done()
+	}
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	if st.s.tickets != 0 || st.s.starters.Len() != 0 {
+		t.Fatalf("%d tickets, %d attempts waiting; want none", st.s.tickets, st.s.starters.Len())
+	}
+}
+
+// TestSchedStarterNotStarved: a stream of new heavy requests (the parts of
+// a file being written) does not hold back an attempt that arrived before
+// them; its first request takes its place in the queue from the attempt's
+// arrival.
+func TestSchedStarterNotStarved(t *testing.T) {
+	st := newSchedTest(t, 2, 4, 8)
+	st.busy()
+	var parts []*req
+	for range 4 {
+		parts = append(parts, st.acquire(st.ctx, classHeavy))
+	}
+	st.wantInflight(parts, 1, 0)
+	started := make(chan *ticket, 1)
+	go func() {
+		tk, err := st.s.start(st.ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		started <- tk
+	}()
+	waitFor(t, "the attempt to arrive", func() bool { return st.arrivals() == 5 })
+	for range 3 {
+		parts = append(parts, st.acquire(st.ctx, classHeavy))
+	}
+	// Parts 0..3 arrived before the attempt: they go first.
+	for i := 1; i <= 3; i++ {
+		select {
+		case <-started:
+			t.Fatalf("the attempt started before part %d", i)
+		default:
+		}
+		st.busy()
+		st.s.release(classHeavy)
+		waitFor(t, "the next part", func() bool { return parts[i].admitted(t) })
+	}
+	var tk *ticket
+	select {
+	case tk = <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the attempt did not start once the parts older than it were admitted")
+	}
+	r := st.acquire(withTicket(st.ctx, tk), classHeavy)
+	st.busy()
+	st.s.release(classHeavy)
+	waitFor(t, "the attempt's request", func() bool { return r.admitted(t) })
+	if parts[4].admitted(t) {
+		t.Fatal("a part that arrived after the attempt started before its request")
+	}
+}
+
+// TestSchedCancel: a waiter whose context ends leaves the queue without
+// holding anyone back; a slot admitted as the context ended is returned.
+func TestSchedCancel(t *testing.T) {
+	st := newSchedTest(t, 1, 4, 8)
+	st.busy()
+	first := st.acquire(st.ctx, classLight)
+	ctx, cancel := context.WithCancel(st.ctx)
+	gone := st.acquire(ctx, classLight)
+	third := st.acquire(st.ctx, classLight)
+	cancel()
+	waitFor(t, "the cancelled request to fail", func() bool {
+		select {
+		case err := <-gone.got:
+			if err == nil {
+				t.Fatal("acquire succeeded after its context ended")
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	if !first.admitted(t) {
+		t.Fatal("first request not admitted")
+	}
+	st.s.release(classLight)
+	waitFor(t, "the third request", func() bool { return third.admitted(t) })
+	st.s.release(classLight)
+	if h, l := st.inflight(); h != 0 || l != 0 {
+		t.Fatalf("in flight after all released: %d heavy, %d light", h, l)
+	}
+	if _, err := st.s.start(ctx); err == nil {
+		t.Fatal("start succeeded with a context that ended")
+	}
+}
+
+// TestSchedTimer: with the real clock, waiters held back by a busy
+// foreground start by themselves once it has been quiet for the window.
+func TestSchedTimer(t *testing.T) {
+	s := newSched(testQuiet, 1, 4, 8)
+	t.Cleanup(s.stop)
+	for range fgBurst {
+		s.foreground()
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 4 {
+		wg.Go(func() {
+			if err := s.acquire(t.Context(), classLight); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if d := time.Since(start); d < testQuiet/2 {
+		t.Errorf("4 requests started in %v with the foreground busy", d)
+	}
+}

@@ -170,6 +170,9 @@ func (fs *FS) Mkdir(ctx context.Context, p string) error {
 	if err != nil {
 		return err
 	}
+	if err := fs.clearPending(ctx, st, l); err != nil {
+		return err
+	}
 	if _, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{}); err != nil {
 		fs.logErr("mkdir", l, err)
 		return err

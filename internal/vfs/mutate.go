@@ -163,6 +163,9 @@ func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error
 		return err
 	}
 	if a.Kind == meta.KindDir {
+		if err := fs.clearPending(ctx, st, dst); err != nil {
+			return err
+		}
 		err = fs.renameDir(ctx, st, src, dst)
 	} else {
 		err = fs.renameOne(ctx, st, src, dst)

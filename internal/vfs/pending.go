@@ -49,3 +49,21 @@ func (fs *FS) hiddenDir(ctx context.Context, st objstore.Store, l Loc) (bool, er
 	live, err := fs.liveUnder(ctx, st, l, false)
 	return !live, err
 }
+
+// clearPending deletes now the object at l when it is the old name of a
+// renamed file (pending deletion), before l becomes a directory: some
+// stores (MinIO) do not list the keys below l while an object l exists.
+// The renamed file first copies the bytes it reads from it (Detach).
+func (fs *FS) clearPending(ctx context.Context, st objstore.Store, l Loc) error {
+	if !fs.deps.Writeback.PendingDelete(l.target()) {
+		return nil
+	}
+	if err := fs.deps.Writeback.Detach(ctx, l.target()); err != nil {
+		return err
+	}
+	if err := st.Delete(ctx, l.Key, objstore.DeleteOptions{}); err != nil {
+		fs.logErr("mkdir", l, err)
+		return err
+	}
+	return nil
+}

@@ -29,6 +29,7 @@ type stream struct {
 	// stream finishes: parts in flight go on.
 	pumpCtx    context.Context
 	pumpCancel context.CancelFunc
+	pumpDone   chan struct{}  // closed when the pump returned
 	wake       chan struct{}  // cap 1: new data was written
 	wg         sync.WaitGroup // the pump and its part uploads
 
@@ -81,8 +82,10 @@ func (f *File) streamWriteLocked(off, end int64) {
 		next: 1, parts: map[int]*streamPart{},
 	}
 	s.pumpCtx, s.pumpCancel = context.WithCancel(ctx)
+	s.pumpDone = make(chan struct{})
 	s.wg.Add(1)
 	if !m.goFn(s.pump) {
+		close(s.pumpDone)
 		s.wg.Done()
 		cancel()
 		return
@@ -142,6 +145,7 @@ func (s *stream) abort() {
 // goroutines).
 func (s *stream) pump() {
 	defer s.wg.Done()
+	defer close(s.pumpDone)
 	defer s.pumpCancel()
 	f, m := s.f, s.f.m
 	fail := func(err error) {
@@ -264,7 +268,9 @@ func (s *stream) uploadPart(n int) {
 // finishStream completes the file's stream with the parts still missing.
 // used is false when the stream cannot serve this snapshot (it never
 // started, was created for another key, or the size outgrew its layout);
-// the caller then uploads the file as a whole.
+// the caller then uploads the file as a whole. The parts never started go
+// at once, while the streamed ones in flight end; those of them that
+// failed (or were written again meanwhile) go after.
 func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapshot, opts objstore.PutOptions) (info objstore.ObjectInfo, used bool, err error) {
 	s := snap.stream
 	f.mu.Lock()
@@ -275,19 +281,25 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 	s.finishing = true
 	f.mu.Unlock()
 	s.pumpCancel() // parts in flight go on
-	s.wg.Wait()
+	<-s.pumpDone
 	f.mu.Lock()
 	if f.stream == s {
-		f.stream = nil
+		f.stream = nil // this attempt owns it now
 	}
 	up, rd, lay := s.up, s.rd, s.lay
 	parts, ok := lay.parts(snap.size)
 	usable := up != nil && s.err == nil && s.ctx.Err() == nil && s.key == snap.target.Key && ok && len(parts) >= s.next-1
-	var todo []int
+	var todo []int    // neither done nor in flight
+	var inflight bool // streamed parts still in flight
+	sent := map[int]bool{}
 	if usable {
 		for i := range parts {
-			if p := s.parts[i+1]; p == nil || !p.done {
+			switch p := s.parts[i+1]; {
+			case p == nil || (!p.inflight && !p.done):
 				todo = append(todo, i+1)
+				sent[i+1] = true
+			case p.inflight:
+				inflight = true
 			}
 		}
 	}
@@ -295,6 +307,7 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 	f.mu.Unlock()
 	if !usable {
 		s.cancel()
+		s.wg.Wait()
 		if rd != nil {
 			rd.Close()
 		}
@@ -305,16 +318,31 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 	}
 	defer rd.Close()
 	defer s.cancel()
-	var sel []span
-	var nums []int
-	for _, n := range todo {
-		sel = append(sel, parts[n-1])
-		nums = append(nums, n)
+	send := func(todo []int) error {
+		var sel []span
+		for _, n := range todo {
+			sel = append(sel, parts[n-1])
+		}
+		return f.m.runParts(ctx, sel, func(ctx context.Context, i int, p span) (bool, error) {
+			return true, up.UploadPart(ctx, todo[i-1], io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+		}, func(int, span) bool { return true })
 	}
-	err = f.m.runParts(ctx, sel, func(ctx context.Context, i int, p span) (bool, error) {
-		return true, up.UploadPart(ctx, nums[i-1], io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
-	}, func(int, span) bool { return true })
+	err = send(todo)
+	if err == nil && inflight {
+		s.wg.Wait()
+		var again []int
+		f.mu.Lock()
+		for i := range parts {
+			if p := s.parts[i+1]; !sent[i+1] && p != nil && !p.done {
+				again = append(again, i+1)
+			}
+		}
+		f.mu.Unlock()
+		err = send(again)
+	}
 	if err != nil {
+		s.cancel() // streamed parts in flight
+		s.wg.Wait()
 		f.abortUpload(up, s.key)
 		return info, true, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
@@ -210,5 +211,53 @@ func TestLayoutArithmetic(t *testing.T) {
 	}
 	if got := uniformLayout(s3, 16*mib, 5*tib).size; got != gib {
 		t.Errorf("uniform part size for 5 TiB = %d, want 1 GiB", got)
+	}
+}
+
+// TestStreamFinishWhilePartInFlight: at close, the parts never started go
+// at once, without waiting for a streamed part still in flight; that part
+// failing is then sent again.
+func TestStreamFinishWhilePartInFlight(t *testing.T) {
+	e := newEnv(t)
+	var held, failNext atomic.Bool
+	release := make(chan struct{})
+	e.setFaults(faulty.Config{
+		Stall: func(op, key string) time.Duration {
+			if op == faulty.OpUploadPart && held.CompareAndSwap(false, true) {
+				<-release // part 1
+			}
+			return 0
+		},
+		Fail: func(op, key string) error {
+			if op == faulty.OpUploadPart && failNext.CompareAndSwap(true, false) {
+				return faulty.ServerError(op, key)
+			}
+			return nil
+		},
+	})
+	cfg := e.config()
+	cfg.StreamAfter = testPart
+	cfg.Concurrency = 2
+	cfg.ForegroundQuiet = -1
+	m := e.open(cfg)
+	data := pattern(6*testPart+1, 8)
+	f, _ := m.Create(tgt("s"), 0o644)
+	f.Acquire()
+	writeSeq(t, f, data, 0, 4096)
+	// Parts 2 to 6 pass part 1, held; part 7 (1 byte) waits for the close.
+	waitFor(t, "parts 2 to 6 streamed", func() bool { return e.fs.Calls(faulty.OpUploadPart) == 5 })
+	if err := f.Release(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "part 7 sent while part 1 is in flight", func() bool { return e.fs.Calls(faulty.OpUploadPart) == 6 })
+	failNext.Store(true) // the only call left is part 1's
+	close(release)
+	drain(t, m)
+	e.wantObject("s", data)
+	if n := e.fs.Calls(faulty.OpUploadPart); n != 8 {
+		t.Errorf("%d UploadPart calls, want 8 (part 1 twice)", n)
+	}
+	if e.mem.PendingUploads() != 0 {
+		t.Error("multipart upload left pending")
 	}
 }

@@ -17,29 +17,33 @@ const (
 	numClasses
 )
 
-// sched admits upload requests and upload attempts.
+// sched admits upload requests and upload attempts (see README.md, "the
+// task first").
 //
 // Requests: each class has its limit of requests in flight
 // (Config.Concurrency, SmallConcurrency). On top of that, uploads yield to
-// the task: while the foreground is active (a Create, WriteAt, Flush,
-// Release… within Config.ForegroundQuiet), a request starts only while
-// fewer than Config.ForegroundUploads requests of any class are in
-// flight, at most half of them (rounded up) heavy, because on a small machine the CPU that uploads take (signing,
-// hashing, HTTP, maybe a local object server) slows the writer down far
-// more than it speeds the uploads up. A Sync or Drain waiting lifts that
-// limit (see hurry).
+// the task: while the foreground is active (at least fgBurst calls such
+// as Create, WriteAt, Flush, Release within Config.ForegroundQuiet), a
+// request starts only while fewer than Config.ForegroundUploads requests
+// of any class are in flight, at most half of them (rounded up) heavy,
+// because on a small machine the CPU that uploads take (signing, hashing,
+// HTTP, maybe a local object server) slows the writer down far more than
+// it speeds the uploads up. A Sync or Drain waiting lifts that limit (see
+// hurry).
 //
 // Attempts: an upload attempt prepares its requests (journal records, a
-// staging file opened…) before it asks for a slot, so while the
-// foreground is active attempts start (see start) only while few
-// requests wait for a slot: the queue stays short and the preparation is
-// not spent in the task's time.
+// staging file opened…) before it asks for a slot, so attempts start (see
+// start) only while few requests wait for a slot: while the foreground is
+// active, fewer than fgLimit; otherwise fewer than there are slots. The
+// queue stays short and the preparation is not spent in the task's time,
+// nor in a herd of goroutines contending for the manager's locks.
 //
 // No waiter starves while the foreground stays active: requests and
 // attempts are served in arrival order (an attempt's first request takes
-// its place in the queue from the attempt's arrival), and requests keep
-// starting as others end. While the foreground is quiet, each class is
-// served in order up to its limit, and attempts start at once.
+// its place in the queue from the attempt's arrival, and an attempt older
+// than every waiting request starts), and requests keep starting as others
+// end. While the foreground is quiet, each class is served in order up to
+// its limit.
 type sched struct {
 	quiet   time.Duration    // <= 0: the foreground never limits
 	fgLimit int              // requests in flight while the foreground is active

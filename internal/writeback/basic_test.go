@@ -396,6 +396,20 @@ func TestList(t *testing.T) {
 	if len(m.List("gs", "bkt", "")) != 0 {
 		t.Fatal("List of another scheme")
 	}
+	for _, tc := range []struct {
+		scheme, prefix string
+		want           bool
+	}{
+		{"s3", "d/", true},
+		{"s3", "d/sub/", true},
+		{"s3", "e/c", true},
+		{"s3", "f/", false},
+		{"gs", "", false},
+	} {
+		if got := m.HasUnder(tc.scheme, "bkt", tc.prefix); got != tc.want {
+			t.Errorf("HasUnder(%s, %q) = %v, want %v", tc.scheme, tc.prefix, got, tc.want)
+		}
+	}
 }
 
 func slicesEqual(a, b []string) bool {

@@ -234,16 +234,37 @@ func (m *Manager) Get(t Target) *File {
 // List returns the dirty or open files of a bucket whose key starts with
 // prefix, sorted by key.
 func (m *Manager) List(scheme, bucket, prefix string) []*File {
+	type named struct {
+		key string
+		f   *File
+	}
+	var found []named
 	m.mu.Lock()
-	var out []*File
 	for t, f := range m.files {
 		if t.Scheme == scheme && t.Bucket == bucket && strings.HasPrefix(t.Key, prefix) {
-			out = append(out, f)
+			found = append(found, named{t.Key, f})
 		}
 	}
 	m.mu.Unlock()
-	sort.Slice(out, func(i, k int) bool { return out[i].Target().Key < out[k].Target().Key })
+	sort.Slice(found, func(i, k int) bool { return found[i].key < found[k].key })
+	out := make([]*File, len(found))
+	for i, n := range found {
+		out[i] = n.f
+	}
 	return out
+}
+
+// HasUnder reports whether a dirty or open file of a bucket has a key
+// starting with prefix: len(List(…)) > 0 without sorting or allocating.
+func (m *Manager) HasUnder(scheme, bucket, prefix string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for t := range m.files {
+		if t.Scheme == scheme && t.Bucket == bucket && strings.HasPrefix(t.Key, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Remove drops the dirty file at t (unlink): its upload is cancelled and

@@ -72,13 +72,17 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 		for _, o := range page.Objects {
 			name := strings.TrimPrefix(o.Key, prefix)
 			if !validName(name) {
-				continue // the directory's own marker, or an odd key
+				if name != "" { // not the directory's own marker
+					fs.logOdd(l, o.Key)
+				}
+				continue
 			}
 			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindFile, Info: o})
 		}
 		for _, pf := range page.Prefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(pf, prefix), "/")
 			if !validName(name) {
+				fs.logOdd(l, pf)
 				continue
 			}
 			if hidden, err := fs.hiddenDir(ctx, st, l.child(name)); err != nil {
@@ -120,8 +124,9 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 	return fs.deps.Meta.PutList(l.cacheKey(), ents), nil
 }
 
+// validName reports whether n can be a name in a directory.
 func validName(n string) bool {
-	return n != "" && n != "." && n != ".." && !strings.Contains(n, "/")
+	return n != "" && n != "." && n != ".." && len(n) <= NameMax && !strings.ContainsAny(n, "/\x00")
 }
 
 // noteCreated patches cached state after a name appeared at l.

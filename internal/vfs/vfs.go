@@ -54,10 +54,11 @@ type FS struct {
 	deps Deps
 	log  *slog.Logger
 
-	mu      sync.Mutex             // guards buckets, seen and misses
+	mu      sync.Mutex             // guards buckets, seen, misses and odd
 	buckets map[string]bucketState // "s3/b" -> existence; guarded by mu
 	seen    map[string]string      // "s3/b/k" -> last version opened; guarded by mu
 	misses  map[string]missCount   // dir -> lookups without a listing; guarded by mu
+	odd     map[string]struct{}    // keys skipped by listings, logged once; guarded by mu
 
 	// hmu guards open: the open handles by the name of their file
 	// (Loc.cacheKey), see handles.go. Lock order: hmu, then Handle.mu.
@@ -83,7 +84,7 @@ func New(opts Options, deps Deps) *FS {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, open: map[string]map[*Handle]struct{}{}}
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}}
 }
 
 // Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme
@@ -109,7 +110,45 @@ func Parse(p string) (Loc, error) {
 	if len(parts) > 2 {
 		l.Key = parts[2]
 	}
+	if err := checkNames(l); err != nil {
+		return Loc{}, err
+	}
 	return l, nil
+}
+
+// Name limits: a path component (NAME_MAX) and a whole key (S3's limit).
+const (
+	NameMax = 255
+	KeyMax  = 1024
+)
+
+// checkNames rejects what cannot be a path below a bucket, so that a path
+// never names another bucket or a key outside its own: NUL, empty, "." or
+// ".." components are EINVAL (the kernel resolves "." and ".." before
+// ferry sees them, so only a caller bypassing it sends them); a component
+// over NameMax bytes or a key over KeyMax bytes is ENAMETOOLONG.
+func checkNames(l Loc) error {
+	if strings.IndexByte(l.Bucket, 0) >= 0 || strings.IndexByte(l.Key, 0) >= 0 {
+		return syscall.EINVAL
+	}
+	if l.Bucket == "." || l.Bucket == ".." || len(l.Bucket) > NameMax {
+		return syscall.EINVAL
+	}
+	if l.Key == "" {
+		return nil
+	}
+	if len(l.Key) > KeyMax {
+		return syscall.ENAMETOOLONG
+	}
+	for seg := range strings.SplitSeq(l.Key, "/") {
+		switch {
+		case seg == "", seg == ".", seg == "..":
+			return syscall.EINVAL
+		case len(seg) > NameMax:
+			return syscall.ENAMETOOLONG
+		}
+	}
+	return nil
 }
 
 func validScheme(s string) bool {
@@ -222,4 +261,25 @@ func (fs *FS) logErr(op string, l Loc, err error) {
 		attrs = append(attrs, "status", oe.Status, "request_id", oe.RequestID)
 	}
 	fs.log.Error(fmt.Sprintf("%s %s failed", op, l.URL()), attrs...)
+}
+
+// maxOddLogged bounds the keys remembered as logged by logOdd.
+const maxOddLogged = 10000
+
+// logOdd logs, once per key, a key of the bucket of l that a listing
+// skips because no path can name it (an empty, "." or ".." component, a
+// component longer than NameMax).
+func (fs *FS) logOdd(l Loc, key string) {
+	id := l.Scheme + "/" + l.Bucket + "/" + key
+	fs.mu.Lock()
+	_, seen := fs.odd[id]
+	if !seen && len(fs.odd) < maxOddLogged {
+		fs.odd[id] = struct{}{}
+	}
+	fs.mu.Unlock()
+	if !seen {
+		fs.log.Warn(fmt.Sprintf("skipping %s://%s/%q: the key cannot be a path", l.Scheme, l.Bucket, key),
+			"op", "readdir", "path", l.URL(), "key", fmt.Sprintf("%q", key),
+			"cause", "empty, \".\" or \"..\" component, or a component over 255 bytes")
+	}
 }

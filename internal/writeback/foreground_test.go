@@ -158,3 +158,32 @@ func TestForegroundStream(t *testing.T) {
 	drain(t, m)
 	e.wantObject("big", data)
 }
+
+// TestSparesYield: while the task is busy writing without creating files
+// (a large file), no spare data file is made (it costs CPU); once it is
+// quiet, the spares are made again.
+func TestSparesYield(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.SpareFiles = 64
+	cfg.ForegroundQuiet = 300 * time.Millisecond
+	m := e.open(cfg)
+	spares := func() int {
+		m.spareMu.Lock()
+		defer m.spareMu.Unlock()
+		return len(m.spares)
+	}
+	waitFor(t, "the spares", func() bool { return spares() == 64 })
+	stop := busyTask(t, m)
+	waitFor(t, "the task to be busy", func() bool { return !m.sched.busyUntil().IsZero() })
+	m.spareMu.Lock()
+	m.spares = m.spares[:4] // used up (their files stay: orphans)
+	m.spareMu.Unlock()
+	m.refill()
+	time.Sleep(100 * time.Millisecond)
+	if n := spares(); n != 4 {
+		t.Fatalf("%d spares while the task is busy, want 4 (none made)", n)
+	}
+	stop()
+	waitFor(t, "the spares once the task is quiet", func() bool { return spares() == 64 })
+}

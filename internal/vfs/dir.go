@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -126,7 +127,7 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 
 // validName reports whether n can be a name in a directory.
 func validName(n string) bool {
-	return n != "" && n != "." && n != ".." && len(n) <= NameMax && !strings.ContainsAny(n, "/\x00")
+	return n != "" && n != "." && n != ".." && len(n) <= NameMax && !strings.ContainsAny(n, "/\x00") && utf8.ValidString(n)
 }
 
 // noteCreated patches cached state after a name appeared at l.

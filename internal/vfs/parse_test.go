@@ -23,7 +23,9 @@ func TestSecurityParse(t *testing.T) {
 		{in: "s3/bkt", want: Loc{Scheme: "s3", Bucket: "bkt"}},
 		{in: "/s3/bkt/a/b/", want: Loc{Scheme: "s3", Bucket: "bkt", Key: "a/b"}},
 		{in: "s3/bkt/100%/a b\nc", want: Loc{Scheme: "s3", Bucket: "bkt", Key: "100%/a b\nc"}},
-		{in: "s3/bkt/\xff\xfe", want: Loc{Scheme: "s3", Bucket: "bkt", Key: "\xff\xfe"}},
+		{in: "s3/bkt/é€", want: Loc{Scheme: "s3", Bucket: "bkt", Key: "é€"}},
+		{in: "s3/bkt/\xff\xfe", err: syscall.EILSEQ},
+		{in: "s3/bk\xfft/a", err: syscall.EILSEQ},
 		{in: "s3/bkt/" + long, want: Loc{Scheme: "s3", Bucket: "bkt", Key: long}},
 		{in: "nope/bkt/x", err: syscall.ENOENT},
 		{in: "s3/bkt/../other/x", err: syscall.EINVAL},
@@ -60,9 +62,9 @@ func TestBadInputValidName(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"a", true}, {"100%", true}, {"new\nline", true}, {"\xff", true},
+		{"a", true}, {"100%", true}, {"new\nline", true}, {"é", true},
 		{strings.Repeat("n", NameMax), true},
-		{"", false}, {".", false}, {"..", false}, {"a/b", false}, {"a\x00", false},
+		{"\xff", false}, {"", false}, {".", false}, {"..", false}, {"a/b", false}, {"a\x00", false},
 		{strings.Repeat("n", NameMax+1), false},
 	} {
 		if got := validName(tt.name); got != tt.ok {

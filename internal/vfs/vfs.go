@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/cache/meta"
@@ -126,10 +127,16 @@ const (
 // never names another bucket or a key outside its own: NUL, empty, "." or
 // ".." components are EINVAL (the kernel resolves "." and ".." before
 // ferry sees them, so only a caller bypassing it sends them); a component
-// over NameMax bytes or a key over KeyMax bytes is ENAMETOOLONG.
+// over NameMax bytes or a key over KeyMax bytes is ENAMETOOLONG. Keys are
+// UTF-8 on every backend (S3, GCS and Azure refuse other bytes, which
+// would leave a file staged that can never be uploaded), so a name that
+// is not is EILSEQ.
 func checkNames(l Loc) error {
 	if strings.IndexByte(l.Bucket, 0) >= 0 || strings.IndexByte(l.Key, 0) >= 0 {
 		return syscall.EINVAL
+	}
+	if !utf8.ValidString(l.Bucket) || !utf8.ValidString(l.Key) {
+		return syscall.EILSEQ
 	}
 	if l.Bucket == "." || l.Bucket == ".." || len(l.Bucket) > NameMax {
 		return syscall.EINVAL
@@ -278,8 +285,7 @@ func (fs *FS) logOdd(l Loc, key string) {
 	}
 	fs.mu.Unlock()
 	if !seen {
-		fs.log.Warn(fmt.Sprintf("skipping %s://%s/%q: the key cannot be a path", l.Scheme, l.Bucket, key),
-			"op", "readdir", "path", l.URL(), "key", fmt.Sprintf("%q", key),
-			"cause", "empty, \".\" or \"..\" component, or a component over 255 bytes")
+		fs.log.Warn("listing skips a key that cannot be a path", "op", "readdir", "path", l.URL(), "key", key,
+			"cause", "empty, \".\" or \"..\" component, a component over 255 bytes, or bytes that are not UTF-8")
 	}
 }

@@ -257,3 +257,58 @@ func oddPrefix(key string) string {
 	}
 	return key
 }
+
+// TestBadInputChangedUnderReader deletes, then overwrites, an object
+// while a descriptor reads it: every byte read is the old version's, and
+// once the old version is gone reads fail with EIO or ESTALE (never the
+// new version's bytes, never a short file).
+func TestBadInputChangedUnderReader(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	const size = 48 << 20
+	m := startMount(t, e, e.srv.Endpoint)
+	for _, change := range []string{"delete", "overwrite"} {
+		key := "changed/" + change
+		old := randBytes(t, size)
+		e.put(key, old)
+		f, err := os.Open(e.path(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		if n, err := readFull(f, buf, 0); err != nil || !bytes.Equal(buf[:n], old[:n]) {
+			t.Fatalf("%s: first read: %d, %v", change, n, err)
+		}
+		if change == "delete" {
+			if err := e.store.Delete(context.Background(), key, objstore.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			e.put(key, randBytes(t, size))
+		}
+		var good, failed int64
+		within(t, 2*time.Minute, change+" reader", func() {
+			for off := int64(len(buf)); off < size; off += int64(len(buf)) {
+				n, err := readFull(f, buf, off)
+				if err != nil {
+					if n := errnoOf(err); n != syscall.EIO && n != syscall.ESTALE {
+						t.Errorf("%s: read at %d: %v, want EIO or ESTALE", change, off, err)
+					}
+					failed = off
+					return
+				}
+				want := old[off:min(off+int64(len(buf)), size)]
+				if !bytes.Equal(buf[:n], want) {
+					t.Errorf("%s: read at %d: %d bytes not the old version's (want %d)", change, off, n, len(want))
+					return
+				}
+				good += int64(n)
+			}
+		})
+		f.Close()
+		t.Logf("%s: %d bytes of the old version read after the change, error at %d", change, good, failed)
+	}
+	if code, log := m.term(t, time.Minute); code != 0 {
+		t.Errorf("ferry mount exited %d:\n%s", code, tailStr(log, 4000))
+	}
+}

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -209,6 +210,13 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	if err == io.EOF {
 		err = nil
+	}
+	if errIs(err, objstore.ErrNotFound) {
+		// The object under the descriptor was deleted by another client:
+		// read(2) has no ENOENT, and the data is gone, so ESTALE.
+		h.fs.log.Warn(fmt.Sprintf("read %s failed: the object was deleted while open", l.URL()),
+			"op", "read", "path", l.URL(), "err", err.Error())
+		return n, fmt.Errorf("read %s: %w", l.URL(), syscall.ESTALE)
 	}
 	if err != nil {
 		h.fs.logErr("read", l, err)

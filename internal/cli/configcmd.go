@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,12 +39,10 @@ func newConfigCmd(stdio IO) *cobra.Command {
 				env["AWS_ACCESS_KEY_ID"] = v[:4] + strings.Repeat("*", len(v)-4)
 			}
 			out["environment"] = env
-			b, err := json.MarshalIndent(out, "", "  ")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(stdio.Stdout, string(b))
-			return nil
+			enc := json.NewEncoder(stdio.Stdout)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false) // "<redacted>", not "\u003credacted\u003e"
+			return enc.Encode(out)
 		},
 	}
 	bindFlags(cmd.Flags(), &cfg)

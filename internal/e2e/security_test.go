@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,6 +140,28 @@ exit 0`, e.path(""), port), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
 		t.Errorf("dead endpoint: want EIO and a failure logged naming the bucket:\n%s\n%s", r.stdout, tailStr(r.stderr, 4000))
 	}
 	checkNoSecret(t, "run against a dead endpoint", r.stdout+r.stderr, c)
+
+	// As Nextflow's "fusion": .fusion.log lands in the work dir.
+	fusion := filepath.Join(t.TempDir(), "fusion")
+	if err := os.Symlink(ferryBin, fusion); err != nil {
+		t.Fatal(err)
+	}
+	wd := e.path("work/ab/cdef")
+	cmd := exec.Command(fusion, "bash", "-c", fmt.Sprintf("mkdir -p %[1]s; cat %[2]s/in/x > %[1]s/out; cat %[2]s/nosuch; exit 0", wd, e.path("")))
+	cmd.Env = append(append(append([]string{}, e.env...), c.env()...),
+		"FERRY_MOUNT_POINT="+e.mnt, "FUSION_CACHE_LOCATION="+e.cache, "FUSION_WORK="+wd,
+		"FUSION_LOG_LEVEL=debug", "FUSION_SOMETHING_NEW=1") // debug: as much logged as can be
+	cmd.SysProcAttr = sysProcAttrKillWithParent()
+	fout, ferr := cmd.CombinedOutput()
+	checkNoSecret(t, "fusion task output", string(fout), c)
+	flog, err := e.get("work/ab/cdef/.fusion.log")
+	if err != nil {
+		t.Errorf("no .fusion.log (%v; fusion: %v):\n%s", err, ferr, tailStr(string(fout), 3000))
+	}
+	if len(flog) == 0 {
+		t.Errorf(".fusion.log is empty: the grep proves nothing")
+	}
+	checkNoSecret(t, ".fusion.log", string(flog), c)
 
 	e.extra = c.env()
 	r = e.ferry(time.Minute, "config")

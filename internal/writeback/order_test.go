@@ -130,3 +130,23 @@ func TestOrderLastWaitsForOpenFile(t *testing.T) {
 		t.Fatalf("events %v", ev)
 	}
 }
+
+// TestOrderLastSyncAfterOthers: an fsync of .exitcode once the other
+// files of its directory are durable (its upload loop waits for Stop)
+// wakes the loop up.
+func TestOrderLastSyncAfterOthers(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.OrderLast = isExitcode
+	m := e.open(cfg)
+	writeFile(t, m, "w/out", []byte("1"))
+	f := writeFile(t, m, "w/.exitcode", []byte("0"))
+	waitFor(t, "w/out durable and forgotten", func() bool { return m.Get(tgt("w/out")) == nil })
+	time.Sleep(50 * time.Millisecond) // the loop of .exitcode waits for a change
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.Sync(ctx); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	e.wantObject("w/.exitcode", []byte("0"))
+}

@@ -445,6 +445,9 @@ func (f *File) Sync(ctx context.Context) error {
 	f.mu.Unlock()
 	defer f.m.sched.hurry()() // an fsync waits: upload at full speed
 	f.kick()
+	// An OrderLast file's loop may wait in waitEligible for a change: the
+	// sync is one (eligibleLocked).
+	f.m.notify()
 	for {
 		f.mu.Lock()
 		switch {

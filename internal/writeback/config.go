@@ -77,16 +77,17 @@ type Config struct {
 	// write-side calls (Create, Acquire, WriteAt, Truncate, Flush,
 	// Release…) within this window. Meanwhile uploads yield to it: a
 	// request starts only while fewer than ForegroundUploads requests are
-	// in flight (at most half of them heavy), and upload attempts start
-	// only as the queue drains, so that the writer runs at local-disk speed
-	// (uploads take CPU: signing, hashing, HTTP, maybe a local object
-	// server). Requests keep starting one after another, in arrival order;
-	// a Sync or Drain waiting lifts the limit. Default 30ms; < 0 disables
-	// the limit.
+	// in flight (at most a quarter of them heavy, and a heavy one only
+	// after it waited 0.5 s), and upload attempts start only as the queue
+	// drains, so that the writer runs at local-disk speed (uploads take
+	// CPU: signing, hashing, HTTP, maybe a local object server). Requests
+	// keep starting one after another, in arrival order; once the task is
+	// quiet, heavy requests ramp up (doubling every 25 ms); a Sync or
+	// Drain waiting lifts the limit. Default 30ms; < 0 disables the limit.
 	ForegroundQuiet time.Duration
 	// ForegroundUploads: requests in flight while the task is busy writing
-	// (see ForegroundQuiet). Default the number of CPUs (GOMAXPROCS), at
-	// least 2.
+	// (see ForegroundQuiet). Default twice the number of CPUs
+	// (GOMAXPROCS).
 	ForegroundUploads int
 	// PartSize is the base multipart part size; it grows with the file
 	// (objstore.PartSize) so that MaxParts parts reach the backend maximum.
@@ -141,7 +142,7 @@ func (c Config) withDefaults() Config {
 		c.ForegroundQuiet = DefaultForegroundQuiet
 	}
 	if c.ForegroundUploads <= 0 {
-		c.ForegroundUploads = max(2, runtime.GOMAXPROCS(0))
+		c.ForegroundUploads = 2 * runtime.GOMAXPROCS(0)
 	}
 	if c.PartSize <= 0 {
 		c.PartSize = DefaultPartSize

@@ -25,8 +25,8 @@ const (
 // the task: while the foreground is active (at least fgBurst calls such
 // as Create, WriteAt, Flush, Release within Config.ForegroundQuiet), a
 // request starts only while fewer than Config.ForegroundUploads requests
-// of any class are in flight, at most half of them (rounded up) heavy,
-// because on a small machine the CPU that uploads take (signing, hashing,
+// of any class are in flight, at most a quarter of them heavy (at least
+// one), and a heavy one only after it waited heavyBusyWait, because on a small machine the CPU that uploads take (signing, hashing,
 // HTTP, maybe a local object server) slows the writer down far more than
 // it speeds the uploads up. A Sync or Drain waiting lifts that limit (see
 // hurry).
@@ -47,7 +47,7 @@ const (
 type sched struct {
 	quiet   time.Duration    // <= 0: the foreground never limits
 	fgLimit int              // requests in flight while the foreground is active
-	fgHeavy int              // of which heavy: (fgLimit+1)/2
+	fgHeavy int              // of which heavy: a quarter, at least 1
 	limit   [numClasses]int  // requests in flight per class
 	clock   func() time.Time // monotonic clock; tests replace it
 	epoch   time.Time
@@ -74,6 +74,7 @@ type sched struct {
 type waiter struct {
 	class int // request class; -1 for an attempt
 	seq   uint64
+	since time.Time     // arrival (of the attempt, for its first request)
 	ready chan struct{} // closed when admitted
 	elem  *list.Element // nil once admitted
 }
@@ -81,16 +82,17 @@ type waiter struct {
 // ticket is an attempt started by start. Its first request keeps the
 // attempt's place in the queue; done ends it (idempotent).
 type ticket struct {
-	s    *sched
-	seq  uint64
-	used bool // guarded by s.mu: its first request asked for a slot, or done
+	s     *sched
+	seq   uint64
+	since time.Time
+	used  bool // guarded by s.mu: its first request asked for a slot, or done
 }
 
 type ticketKey struct{}
 
 func newSched(quiet time.Duration, fgLimit, heavy, light int) *sched {
 	s := &sched{quiet: quiet, fgLimit: max(fgLimit, 1), clock: time.Now}
-	s.fgHeavy = (s.fgLimit + 1) / 2
+	s.fgHeavy = max(1, s.fgLimit/4)
 	s.limit[classHeavy], s.limit[classLight] = max(heavy, 1), max(light, 1)
 	s.epoch = s.clock()
 	return s
@@ -121,22 +123,60 @@ func (s *sched) activeUntilLocked() time.Time {
 // busyUntil returns when the foreground turns quiet (if no other op
 // comes); zero when it is quiet now.
 func (s *sched) busyUntil() time.Time {
-	if s.quiet <= 0 {
+	at, ok := s.quietAt()
+	if !ok || !s.clock().Before(at) {
 		return time.Time{}
+	}
+	return at
+}
+
+// quietAt returns when the foreground turned (or turns, if no other op
+// comes) quiet; false if it was never busy.
+func (s *sched) quietAt() (time.Time, bool) {
+	if s.quiet <= 0 {
+		return time.Time{}, false
 	}
 	oldest := int64(math.MaxInt64) // of the last fgBurst ops
 	for i := range s.ops {
 		t := s.ops[i].Load()
 		if t == 0 {
-			return time.Time{}
+			return time.Time{}, false
 		}
 		oldest = min(oldest, t)
 	}
-	until := s.epoch.Add(time.Duration(oldest) + s.quiet)
-	if !s.clock().Before(until) {
-		return time.Time{}
+	return s.epoch.Add(time.Duration(oldest) + s.quiet), true
+}
+
+// heavyBusyWait: while the foreground is busy, a heavy request starts only
+// once it waited this long. On 2 cores, one large part in flight (hashing
+// and sending it, and a local object server receiving it) took half the
+// CPU and doubled the time of a burst of small files; so heavy requests
+// wait for the task to pause, and a task that never does still sees its
+// parts trickle (about one per heavyBusyWait).
+const heavyBusyWait = 500 * time.Millisecond
+
+// heavyRamp: once the foreground turns quiet, the heavy requests allowed
+// in flight double every heavyRamp, from the foreground's limit up to
+// Concurrency, so that a task pausing a moment (the next command
+// starting, a scheduling hiccup) does not find every large part started
+// when it resumes: each takes much CPU for a while. Light requests are
+// short, and a burst of them ends soon.
+const heavyRamp = 25 * time.Millisecond
+
+// heavyLimitLocked returns the heavy requests allowed in flight while the
+// foreground is quiet, and when that grows next (zero: it is at
+// Concurrency). Caller holds mu.
+func (s *sched) heavyLimitLocked() (int, time.Time) {
+	full := s.limit[classHeavy]
+	at, ok := s.quietAt()
+	if s.hurries > 0 || !ok {
+		return full, time.Time{}
 	}
-	return until
+	k := 1 + int(s.clock().Sub(at)/heavyRamp)
+	if k >= 30 || s.fgHeavy<<k >= full {
+		return full, time.Time{}
+	}
+	return s.fgHeavy << k, at.Add(time.Duration(k) * heavyRamp)
 }
 
 // start waits for the turn of an upload attempt. Call done on the ticket
@@ -149,8 +189,8 @@ func (s *sched) start(ctx context.Context) (*ticket, error) {
 	}
 	s.mu.Lock()
 	s.seq++
-	t := &ticket{s: s, seq: s.seq}
-	w := &waiter{class: -1, seq: t.seq, ready: make(chan struct{})}
+	t := &ticket{s: s, seq: s.seq, since: s.clock()}
+	w := &waiter{class: -1, seq: t.seq, since: t.since, ready: make(chan struct{})}
 	w.elem = s.starters.PushBack(w)
 	s.dispatchLocked()
 	s.mu.Unlock()
@@ -208,10 +248,10 @@ func (s *sched) acquire(ctx context.Context, class int) error {
 		// The attempt's first request: in the queue from the attempt's arrival.
 		t.used = true
 		s.tickets--
-		w.seq = t.seq
+		w.seq, w.since = t.seq, t.since
 	} else {
 		s.seq++
-		w.seq = s.seq
+		w.seq, w.since = s.seq, s.clock()
 	}
 	l := &s.waiting[class]
 	e := l.Back()
@@ -285,8 +325,13 @@ func (s *sched) stop() {
 func (s *sched) dispatchLocked() {
 	until := s.activeUntilLocked()
 	if until.IsZero() {
+		heavy, grows := s.heavyLimitLocked()
 		for c := range numClasses {
-			for s.inflight[c] < s.limit[c] && s.waiting[c].Len() > 0 {
+			limit := s.limit[c]
+			if c == classHeavy {
+				limit = heavy
+			}
+			for s.inflight[c] < limit && s.waiting[c].Len() > 0 {
 				s.admitLocked(s.waiting[c].Front().Value.(*waiter))
 			}
 		}
@@ -295,11 +340,16 @@ func (s *sched) dispatchLocked() {
 		for s.starters.Len() > 0 && s.queued+s.tickets < s.limit[classHeavy]+s.limit[classLight] {
 			s.admitLocked(s.starters.Front().Value.(*waiter))
 		}
+		if s.waiting[classHeavy].Len() > 0 && !grows.IsZero() {
+			s.armLocked(grows)
+		}
 		return
 	}
 	// Requests, oldest first, while fewer than fgLimit are in flight, at
-	// most half of them heavy (a light one may pass a heavy one held back
-	// by that).
+	// most fgHeavy of them heavy, and a heavy one only once it waited
+	// heavyBusyWait (a light one may pass a heavy one held back).
+	now := s.clock()
+	var aged time.Time // when the heavy request held back by its age may go
 	for s.inflight[classHeavy]+s.inflight[classLight] < s.fgLimit {
 		var next *waiter
 		for c := range numClasses {
@@ -307,7 +357,12 @@ func (s *sched) dispatchLocked() {
 			if e == nil || s.inflight[c] >= s.limit[c] || (c == classHeavy && s.inflight[c] >= s.fgHeavy) {
 				continue
 			}
-			if w := e.Value.(*waiter); next == nil || w.seq < next.seq {
+			w := e.Value.(*waiter)
+			if c == classHeavy && now.Sub(w.since) < heavyBusyWait {
+				aged = w.since.Add(heavyBusyWait)
+				continue
+			}
+			if next == nil || w.seq < next.seq {
 				next = w
 			}
 		}
@@ -315,6 +370,9 @@ func (s *sched) dispatchLocked() {
 			break
 		}
 		s.admitLocked(next)
+	}
+	if !aged.IsZero() {
+		s.armLocked(aged)
 	}
 	// Attempts, while few requests wait (the queue stays short), or when
 	// the oldest attempt is older than every request waiting (so that a
@@ -328,16 +386,21 @@ func (s *sched) dispatchLocked() {
 		}
 		s.admitLocked(w)
 	}
-	if s.queued == 0 && s.starters.Len() == 0 {
+	if s.queued > 0 || s.starters.Len() > 0 {
+		// Held back by the foreground: look again when it may have
+		// turned quiet (a release or a Sync may come first).
+		s.armLocked(until)
+	}
+}
+
+// armLocked makes the timer dispatch again at t (or earlier). Caller
+// holds mu.
+func (s *sched) armLocked(t time.Time) {
+	if s.stopped || (!s.timerAt.IsZero() && !s.timerAt.After(t)) {
 		return
 	}
-	// Waiters are held back by the foreground: look again when it may
-	// have turned quiet (a release or a Sync may come first).
-	if s.stopped || (!s.timerAt.IsZero() && !s.timerAt.After(until)) {
-		return
-	}
-	s.timerAt = until
-	d := until.Sub(s.clock())
+	s.timerAt = t
+	d := t.Sub(s.clock())
 	if s.timer == nil {
 		s.timer = time.AfterFunc(d, s.onTimer)
 	} else {

@@ -50,6 +50,16 @@ func (st *schedTest) busy() {
 	}
 }
 
+// age moves the clock past heavyBusyWait, the foreground still busy, and
+// lets the scheduler see it (as its timer would).
+func (st *schedTest) age() {
+	st.clock.add(heavyBusyWait)
+	st.busy()
+	st.s.mu.Lock()
+	st.s.dispatchLocked()
+	st.s.mu.Unlock()
+}
+
 // quiet moves the clock past the quiet window and lets the scheduler see
 // it (as its timer would).
 func (st *schedTest) quiet() {
@@ -142,8 +152,9 @@ func TestSchedLimits(t *testing.T) {
 		heavy, light int // in flight wanted
 	}{
 		{name: "quiet: each class to its limit", fgLimit: 2, heavy: 3, light: 5},
-		{name: "busy: fgLimit in flight, half heavy", fgLimit: 2, busy: true, heavy: 1, light: 1},
-		{name: "busy: fgLimit 4", fgLimit: 4, busy: true, heavy: 2, light: 2},
+		{name: "busy: fgLimit in flight, one heavy", fgLimit: 2, busy: true, heavy: 1, light: 1},
+		{name: "busy: fgLimit 4", fgLimit: 4, busy: true, heavy: 1, light: 3},
+		{name: "busy: fgLimit 8, a quarter heavy", fgLimit: 8, busy: true, heavy: 2, light: 5},
 		{name: "busy: fgLimit 1", fgLimit: 1, busy: true, heavy: 1, light: 0},
 		{name: "busy but a Sync waits: full limits", fgLimit: 2, busy: true, hurry: true, heavy: 3, light: 5},
 	}
@@ -157,12 +168,43 @@ func TestSchedLimits(t *testing.T) {
 				defer st.s.hurry()()
 			}
 			var rs []*req
-			for range 8 { // alternating, heavy first
-				rs = append(rs, st.acquire(st.ctx, classHeavy), st.acquire(st.ctx, classLight))
+			for range 8 {
+				rs = append(rs, st.acquire(st.ctx, classHeavy))
+			}
+			if tc.busy && !tc.hurry {
+				st.wantInflight(rs, 0, 0) // heavy ones wait heavyBusyWait
+				st.age()
+			}
+			for range 8 {
+				rs = append(rs, st.acquire(st.ctx, classLight))
 			}
 			st.wantInflight(rs, tc.heavy, tc.light)
 		})
 	}
+}
+
+// TestSchedHeavyWaitsWhileBusy: while the foreground is busy, a heavy
+// request starts only once it waited heavyBusyWait; light ones pass it.
+func TestSchedHeavyWaitsWhileBusy(t *testing.T) {
+	st := newSchedTest(t, 2, 4, 8)
+	st.busy()
+	heavy := st.acquire(st.ctx, classHeavy)
+	light := st.acquire(st.ctx, classLight)
+	st.wantInflight([]*req{heavy, light}, 0, 1)
+	for range 4 { // 400 ms, busy all along
+		st.clock.add(heavyBusyWait / 5)
+		st.busy()
+		st.s.mu.Lock()
+		st.s.dispatchLocked()
+		st.s.mu.Unlock()
+	}
+	st.wantInflight([]*req{heavy, light}, 0, 1)
+	st.clock.add(heavyBusyWait / 5)
+	st.busy()
+	st.s.mu.Lock()
+	st.s.dispatchLocked()
+	st.s.mu.Unlock()
+	st.wantInflight([]*req{heavy, light}, 1, 1)
 }
 
 // TestSchedQuietLiftsLimit: once the foreground is quiet, every waiter
@@ -210,7 +252,7 @@ func TestSchedHurry(t *testing.T) {
 }
 
 // TestSchedTrickle: while the foreground stays busy, requests keep
-// starting one after another, in arrival order, whatever their class.
+// starting as others end, each class in arrival order, until all did.
 func TestSchedTrickle(t *testing.T) {
 	st := newSchedTest(t, 2, 4, 8)
 	st.busy()
@@ -219,32 +261,48 @@ func TestSchedTrickle(t *testing.T) {
 	for _, c := range classes {
 		rs = append(rs, st.acquire(st.ctx, c))
 	}
-	// In flight: heavy #0 and light #2 (a light one passes a heavy one held
-	// back by the heavy half).
-	st.wantInflight(rs, 1, 1)
-	if !rs[0].admitted(t) || !rs[2].admitted(t) {
-		t.Fatal("want requests 0 and 2 in flight")
-	}
-	// Each release lets the oldest request start that the heavy half
-	// allows: 1 (heavy), 4 (light, as 1 is in flight), 3, 5, 6.
-	order := []int{1, 4, 3, 5, 6}
-	running := []*req{rs[0], rs[2]}
-	started := map[int]bool{0: true, 2: true}
-	for _, next := range order {
-		st.clock.add(testQuiet / 4)
-		st.busy() // still busy
-		// End the oldest running request; next must be the one to start.
-		r := running[0]
-		running = running[1:]
-		st.s.release(r.class)
-		waitFor(t, "the next request to start", func() bool { return rs[next].admitted(t) })
-		started[next] = true
-		for k, r := range rs {
-			if r.admitted(t) != started[k] {
-				t.Fatalf("after request %d started: request %d started %v", next, k, r.admitted(t))
+	st.age()
+	var order []int // of admission
+	seen := map[int]bool{}
+	collect := func() {
+		st.s.mu.Lock()
+		want := len(rs) - st.s.queued
+		st.s.mu.Unlock()
+		waitFor(t, "the admitted requests", func() bool {
+			n := 0
+			for _, r := range rs {
+				if r.admitted(t) {
+					n++
+				}
+			}
+			return n == want
+		})
+		for i, r := range rs {
+			if !seen[i] && r.admitted(t) {
+				seen[i] = true
+				order = append(order, i)
 			}
 		}
-		running = append(running, rs[next])
+	}
+	collect()
+	for done := 0; done < len(order); done++ {
+		if h, l := st.inflight(); h > 1 || h+l > 2 {
+			t.Fatalf("%d heavy and %d light in flight while busy", h, l)
+		}
+		st.clock.add(testQuiet / 4)
+		st.busy() // still busy
+		st.s.release(classes[order[done]])
+		collect()
+	}
+	if len(order) != len(rs) {
+		t.Fatalf("admitted %v, want all %d", order, len(rs))
+	}
+	last := map[int]int{classHeavy: -1, classLight: -1}
+	for _, i := range order {
+		if i < last[classes[i]] {
+			t.Fatalf("admission order %v: not in arrival order within a class", order)
+		}
+		last[classes[i]] = i
 	}
 }
 
@@ -313,6 +371,7 @@ func TestSchedStarterNotStarved(t *testing.T) {
 	for range 4 {
 		parts = append(parts, st.acquire(st.ctx, classHeavy))
 	}
+	st.age()
 	st.wantInflight(parts, 1, 0)
 	started := make(chan *ticket, 1)
 	go func() {
@@ -344,6 +403,7 @@ func TestSchedStarterNotStarved(t *testing.T) {
 		t.Fatal("the attempt did not start once the parts older than it were admitted")
 	}
 	r := st.acquire(withTicket(st.ctx, tk), classHeavy)
+	st.clock.add(heavyBusyWait) // the attempt's request and parts 4..6 are old enough
 	st.busy()
 	st.s.release(classHeavy)
 	waitFor(t, "the attempt's request", func() bool { return r.admitted(t) })
@@ -407,5 +467,39 @@ func TestSchedTimer(t *testing.T) {
 	wg.Wait()
 	if d := time.Since(start); d < testQuiet/2 {
 		t.Errorf("4 requests started in %v with the foreground busy", d)
+	}
+}
+
+// TestSchedHeavyRamp: once the foreground is quiet, light requests start
+// up to their limit at once, heavy ones double every heavyRamp (a task
+// pausing a moment does not find every large part started).
+func TestSchedHeavyRamp(t *testing.T) {
+	st := newSchedTest(t, 2, 16, 8)
+	st.busy()
+	var heavy, light []*req
+	for range 20 {
+		heavy = append(heavy, st.acquire(st.ctx, classHeavy))
+	}
+	for range 6 {
+		light = append(light, st.acquire(st.ctx, classLight))
+	}
+	st.wantInflight(append(heavy, light...), 0, 2)
+	st.clock.add(testQuiet + time.Millisecond) // quiet for 1ms
+	steps := []struct {
+		after time.Duration
+		heavy int
+	}{
+		{0, 2},
+		{heavyRamp, 4},
+		{heavyRamp, 8},
+		{heavyRamp / 2, 8},
+		{heavyRamp / 2, 16},
+	}
+	for _, s := range steps {
+		st.clock.add(s.after)
+		st.s.mu.Lock()
+		st.s.dispatchLocked()
+		st.s.mu.Unlock()
+		st.wantInflight(append(heavy, light...), s.heavy, 6)
 	}
 }

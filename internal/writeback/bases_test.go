@@ -5,12 +5,8 @@ import (
 	"testing"
 )
 
-// Every test cross-checks the base index with a scan of every file, and
-// makes spares at normal priority (TestLowPriority tests the other).
-func init() {
-	checkBaseIndex = true
-	nicePrefill = false
-}
+// Every test cross-checks the base index with a scan of every file.
+func init() { checkBaseIndex = true }
 
 func TestBaseIndex(t *testing.T) {
 	var x baseIndex

@@ -82,7 +82,7 @@ type Config struct {
 	// drains, so that the writer runs at local-disk speed (uploads take
 	// CPU: signing, hashing, HTTP, maybe a local object server). Requests
 	// keep starting one after another, in arrival order; once the task is
-	// quiet, heavy requests ramp up (doubling every 25 ms); a Sync or
+	// quiet, heavy requests ramp up (doubling every 100 ms); a Sync or
 	// Drain waiting lifts the limit. Default 30ms; < 0 disables the limit.
 	ForegroundQuiet time.Duration
 	// ForegroundUploads: requests in flight while the task is busy writing

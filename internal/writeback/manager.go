@@ -42,13 +42,11 @@ type Manager struct {
 	chMu    sync.Mutex
 	changed chan struct{} // closed and replaced by notify
 
-	// spareMu guards spares, sparesClosed, refilling and newDatas; it is a
-	// leaf lock.
+	// spareMu guards spares, sparesClosed and refilling; it is a leaf lock.
 	spareMu      sync.Mutex
 	spares       []string // ids of empty data files ready for reuse
 	sparesClosed bool
-	refilling    bool   // prefill runs
-	newDatas     uint64 // data files asked for (newData calls)
+	refilling    bool // prefill runs
 
 	// mu guards the maps and stopped. Lock order: File.jmu, mu, File.mu.
 	mu       sync.Mutex

@@ -158,10 +158,12 @@ const heavyBusyWait = 500 * time.Millisecond
 // heavyRamp: once the foreground turns quiet, the heavy requests allowed
 // in flight double every heavyRamp, from the foreground's limit up to
 // Concurrency, so that a task pausing a moment (the next command
-// starting, a scheduling hiccup) does not find every large part started
-// when it resumes: each takes much CPU for a while. Light requests are
-// short, and a burst of them ends soon.
-const heavyRamp = 25 * time.Millisecond
+// starting: `dd …; cp …` paused 30–60 ms) does not find every large part
+// started when it resumes: each takes much CPU for a while (with a 25 ms
+// ramp, the cp after a dd took twice as long). Light requests are short,
+// and a burst of them ends soon. A few parts in flight already use most
+// of a small machine, so the ramp costs little when the task is done.
+const heavyRamp = 100 * time.Millisecond
 
 // heavyLimitLocked returns the heavy requests allowed in flight while the
 // foreground is quiet, and when that grows next (zero: it is at

@@ -5,8 +5,12 @@ import (
 	"testing"
 )
 
-// Every test cross-checks the base index with a scan of every file.
-func init() { checkBaseIndex = true }
+// Every test cross-checks the base index with a scan of every file, and
+// makes spares at normal priority (TestLowPriority tests the other).
+func init() {
+	checkBaseIndex = true
+	nicePrefill = false
+}
 
 func TestBaseIndex(t *testing.T) {
 	var x baseIndex

@@ -5,6 +5,10 @@ import (
 	"os"
 )
 
+// nicePrefill: prefill runs at the lowest CPU priority (tests turn it off:
+// on a loaded machine, their waits for spares would take minutes).
+var nicePrefill = true
+
 // maxSpares bounds the empty data files kept for reuse (at least
 // Config.SpareFiles are kept).
 const maxSpares = 512
@@ -91,7 +95,9 @@ func (m *Manager) refill() {
 // quiet it also counts the staged files (each is recycled once uploaded);
 // while it is busy, uploads yield and recycle few.
 func (m *Manager) prefill() {
-	lowPriority()
+	if nicePrefill {
+		lowPriority()
+	}
 	for {
 		until := m.sched.busyUntil()
 		staged := 0

@@ -160,12 +160,21 @@ func TestForegroundStream(t *testing.T) {
 }
 
 // TestSparesWhileBusy: spares used up while the task is busy are made
-// again meanwhile (uploads yield and recycle few).
+// again meanwhile, although staged files wait for their upload (uploads
+// yield to the task and recycle few; once it is quiet, the staged files
+// count as spares to come).
 func TestSparesWhileBusy(t *testing.T) {
 	e := newEnv(t)
+	// No upload ends, so no data file is recycled: the spares counted are
+	// made by prefill.
+	g := e.gate(func(op, key string) bool { return op == faulty.OpPut })
+	e.setFaults(faulty.Config{Stall: g.stall})
 	cfg := e.config()
 	cfg.SpareFiles = 64
-	cfg.ForegroundQuiet = 300 * time.Millisecond
+	// Long enough that the busy task's goroutine, descheduled for a while
+	// on a loaded machine, does not look like a quiet task (prefill would
+	// count the 40 staged files and stop at 24 spares).
+	cfg.ForegroundQuiet = 2 * time.Second
 	m := e.open(cfg)
 	spares := func() int {
 		m.spareMu.Lock()
@@ -175,6 +184,16 @@ func TestSparesWhileBusy(t *testing.T) {
 	waitFor(t, "the spares", func() bool { return spares() == 64 })
 	busyTask(t, m)
 	waitFor(t, "the task to be busy", func() bool { return !m.sched.busyUntil().IsZero() })
-	writeSmall(t, m, "f", 40) // staged, not uploaded yet: no recycling
+	writeSmall(t, m, "f", 40) // staged, not uploaded: none is recycled
+	// The refill that writeSmall started may have ended before its last
+	// files took their spares (refills start once half are used): use up
+	// more, so that exactly 64 are wanted.
+	m.spareMu.Lock()
+	m.spares = m.spares[:4] // their files stay, as orphans
+	m.spareMu.Unlock()
+	m.refill()
 	waitFor(t, "the spares made again", func() bool { return spares() == 64 })
+	if n := pending(m); n != 40 {
+		t.Fatalf("%d files pending, want 40 (none uploaded)", n)
+	}
 }

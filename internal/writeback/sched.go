@@ -111,24 +111,33 @@ func (s *sched) foreground() {
 	}
 }
 
-// activeUntilLocked returns when the foreground turns quiet; zero when it
-// is quiet now or a Sync or Drain waits. Caller holds mu.
-func (s *sched) activeUntilLocked() time.Time {
-	if s.hurries > 0 {
-		return time.Time{}
-	}
-	return s.busyUntil()
+// fgView is one reading of the clock and of the foreground's ops:
+// dispatchLocked decides from one view, since foreground() runs without
+// mu (two readings could see a quiet foreground, then a busy one).
+type fgView struct {
+	now     time.Time
+	quiet   time.Time // when the foreground turned (or turns) quiet
+	wasBusy bool      // quiet is set: the foreground was ever busy
+}
+
+func (s *sched) view() fgView {
+	v := fgView{now: s.clock()}
+	v.quiet, v.wasBusy = s.quietAt()
+	return v
 }
 
 // busyUntil returns when the foreground turns quiet (if no other op
 // comes); zero when it is quiet now.
-func (s *sched) busyUntil() time.Time {
-	at, ok := s.quietAt()
-	if !ok || !s.clock().Before(at) {
+func (v fgView) busyUntil() time.Time {
+	if !v.wasBusy || !v.now.Before(v.quiet) {
 		return time.Time{}
 	}
-	return at
+	return v.quiet
 }
+
+// busyUntil returns when the foreground turns quiet (if no other op
+// comes); zero when it is quiet now.
+func (s *sched) busyUntil() time.Time { return s.view().busyUntil() }
 
 // quietAt returns when the foreground turned (or turns, if no other op
 // comes) quiet; false if it was never busy.
@@ -166,19 +175,18 @@ const heavyBusyWait = 500 * time.Millisecond
 const heavyRamp = 100 * time.Millisecond
 
 // heavyLimitLocked returns the heavy requests allowed in flight while the
-// foreground is quiet, and when that grows next (zero: it is at
+// foreground is quiet (as of v), and when that grows next (zero: it is at
 // Concurrency). Caller holds mu.
-func (s *sched) heavyLimitLocked() (int, time.Time) {
+func (s *sched) heavyLimitLocked(v fgView) (int, time.Time) {
 	full := s.limit[classHeavy]
-	at, ok := s.quietAt()
-	if s.hurries > 0 || !ok {
+	if s.hurries > 0 || !v.wasBusy {
 		return full, time.Time{}
 	}
-	k := 1 + int(s.clock().Sub(at)/heavyRamp)
+	k := 1 + int(v.now.Sub(v.quiet)/heavyRamp)
 	if k >= 30 || s.fgHeavy<<k >= full {
 		return full, time.Time{}
 	}
-	return s.fgHeavy << k, at.Add(time.Duration(k) * heavyRamp)
+	return s.fgHeavy << k, v.quiet.Add(time.Duration(k) * heavyRamp)
 }
 
 // start waits for the turn of an upload attempt. Call done on the ticket
@@ -325,9 +333,13 @@ func (s *sched) stop() {
 // dispatchLocked admits every request and starts every attempt that may
 // go now. Caller holds mu.
 func (s *sched) dispatchLocked() {
-	until := s.activeUntilLocked()
+	v := s.view()
+	var until time.Time // when the foreground turns quiet; zero: quiet now, or a Sync or Drain waits
+	if s.hurries == 0 {
+		until = v.busyUntil()
+	}
 	if until.IsZero() {
-		heavy, grows := s.heavyLimitLocked()
+		heavy, grows := s.heavyLimitLocked(v)
 		for c := range numClasses {
 			limit := s.limit[c]
 			if c == classHeavy {
@@ -350,7 +362,7 @@ func (s *sched) dispatchLocked() {
 	// Requests, oldest first, while fewer than fgLimit are in flight, at
 	// most fgHeavy of them heavy, and a heavy one only once it waited
 	// heavyBusyWait (a light one may pass a heavy one held back).
-	now := s.clock()
+	now := v.now
 	var aged time.Time // when the heavy request held back by its age may go
 	for s.inflight[classHeavy]+s.inflight[classLight] < s.fgLimit {
 		var next *waiter

@@ -52,12 +52,19 @@ func (st *schedTest) busy() {
 
 // age moves the clock past heavyBusyWait, the foreground still busy, and
 // lets the scheduler see it (as its timer would).
-func (st *schedTest) age() {
-	st.clock.add(heavyBusyWait)
-	st.busy()
+func (st *schedTest) age() { st.busyFor(heavyBusyWait) }
+
+// busyFor moves the clock by d, the foreground busy all along, and lets
+// the scheduler see it (as its timer would). The move and the
+// foreground's ops are one step under the scheduler's lock: its timer
+// (real time) must not see the clock moved without the ops, which is a
+// quiet foreground.
+func (st *schedTest) busyFor(d time.Duration) {
 	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	st.clock.add(d)
+	st.busy()
 	st.s.dispatchLocked()
-	st.s.mu.Unlock()
 }
 
 // quiet moves the clock past the quiet window and lets the scheduler see

@@ -55,18 +55,10 @@ func TestSchedHeavyWaitsWhileBusy(t *testing.T) {
 	light := st.acquire(st.ctx, classLight)
 	st.wantInflight([]*req{heavy, light}, 0, 1)
 	for range 4 { // 400 ms, busy all along
-		st.clock.add(heavyBusyWait / 5)
-		st.busy()
-		st.s.mu.Lock()
-		st.s.dispatchLocked()
-		st.s.mu.Unlock()
+		st.busyFor(heavyBusyWait / 5)
 	}
 	st.wantInflight([]*req{heavy, light}, 0, 1)
-	st.clock.add(heavyBusyWait / 5)
-	st.busy()
-	st.s.mu.Lock()
-	st.s.dispatchLocked()
-	st.s.mu.Unlock()
+	st.busyFor(heavyBusyWait / 5)
 	st.wantInflight([]*req{heavy, light}, 1, 1)
 }
 
@@ -152,8 +144,7 @@ func TestSchedTrickle(t *testing.T) {
 		if h, l := st.inflight(); h > 1 || h+l > 2 {
 			t.Fatalf("%d heavy and %d light in flight while busy", h, l)
 		}
-		st.clock.add(testQuiet / 4)
-		st.busy() // still busy
+		st.busyFor(testQuiet / 4)
 		st.s.release(classes[order[done]])
 		collect()
 	}
@@ -266,8 +257,7 @@ func TestSchedStarterNotStarved(t *testing.T) {
 		t.Fatal("the attempt did not start once the parts older than it were admitted")
 	}
 	r := st.acquire(withTicket(st.ctx, tk), classHeavy)
-	st.clock.add(heavyBusyWait) // the attempt's request and parts 4..6 are old enough
-	st.busy()
+	st.busyFor(heavyBusyWait) // the attempt's request and parts 4..6 are old enough
 	st.s.release(classHeavy)
 	waitFor(t, "the attempt's request", func() bool { return r.admitted(t) })
 	if parts[4].admitted(t) {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# ferry vs peer FUSE clients vs copy-in/copy-out, on one MinIO behind toxiproxy
-# (20 ms + 100 MB/s per connection, downstream). One entry point:
-#   bench/run.sh quick   seq/rand read (1 job, cold/warm), 256 MiB write, 1,000 x 4 KiB cp  (< 10 min)
-#   bench/run.sh full    + 3 cold seq runs, 1/8/32 jobs, 10,000 small files, ls -l / stat of
-#                         10,000 keys, the task workload
+# ferry vs peer FUSE clients vs copy-in/copy-out vs local disk, on one MinIO behind
+# toxiproxy (20 ms + 100 MB/s per connection, downstream). One entry point:
+#   bench/run.sh quick   fio seq 1 MiB / rand 4 KiB (1 job, cold/warm), 256 MiB writes,
+#                        1,000 small files, ls -lR of 10,000 keys, a small task run  (< 10 min)
+#   bench/run.sh full    the issue's suite scaled to the machine (sizes in the report) (< 60 min)
 # Writes bench/results/<date>-<mode>.{csv,md,png|svg,log}. Needs root (drop_caches, FUSE),
 # bin/ferry (make build) and the servers of `make setup`; bench/setup.sh adds s3fs, rclone
 # and matplotlib. Env: BENCH_CONTENDERS="ferry s3fs ..." to restrict the FUSE contenders,
-# BENCH_BASELINES="copy local" (or ""), BENCH_KEEP=1 to keep the scratch dir.
+# BENCH_BASELINES="copy local" (or ""), BENCH_KEEP=1 to keep the scratch dir, BENCH_OUT=name
+# for the result files (default <date>-<mode>).
 set -euo pipefail
 BENCH_MODE=${1:-quick}
 case $BENCH_MODE in quick | full) ;; *) sed -n '2,11p' "$0"; exit 2 ;; esac
@@ -19,20 +20,25 @@ export PATH=$TOOLS/bin:$PATH PYTHONPATH=$TOOLS/py${PYTHONPATH:+:$PYTHONPATH}
 unset AWS_CA_BUNDLE AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_S3_ENDPOINT
 FERRY=${FERRY:-$ROOT/bin/ferry}
 
-# Sizes, scaled to a 2-core / 24 GiB machine (see the report header).
-BIG_MB=1024            # the object of the fio jobs (fits the page cache and every client's cache)
+# Sizes, scaled to a 2-core / 24 GiB machine (stated in the report header).
+# Caps (seconds) bound the slow clients (s3fs uploads each small file on close,
+# ~0.4 s each); a capped run is reported as "timeout (> N s)", a lower bound.
+BIG_MB=1024                      # the fio object (fits the page cache and every client's cache)
 if [ "$BENCH_MODE" = quick ]; then
-  SEQ_RUNS=1 JOBS="1" RAND_S=10 SMALL_TIMEOUT=120
+  SEQ_RUNS=1 JOBS="1" FIO_RT=6 PATTERNS="seq:1m rand:4k" WRITE_MB=256
+  SMALL_N=1000 SMALL_CAP=60 LIST_CAP=60 TREE_N=10000 TREE_PER_DIR=1000 LSR_CAP=60 STAT_CAP=15
+  TASKS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300
 else
-  SEQ_RUNS=3 JOBS="1 8 32" RAND_S=20 SMALL_TIMEOUT=600
+  SEQ_RUNS=3 JOBS="1 8 32" FIO_RT=10 PATTERNS="seq:1m seq:4k rand:4k rand:1m" WRITE_MB=1024
+  SMALL_N=10000 SMALL_CAP=240 LIST_CAP=120 TREE_N=100000 TREE_PER_DIR=1000 LSR_CAP=300 STAT_CAP=60
+  TASKS=4 TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
 fi
-SMALL10K_TIMEOUT=300 STAT_S=60
-TASKS=4 TASK_REF_MB=1024 TASK_OUT_MB=128 TASK_COMPUTE_MIB=2000
+SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASKS} tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each"
 
 DATE=$(date +%F)
 RES=$ROOT/bench/results
 mkdir -p "$RES"
-OUT=$RES/$DATE-$BENCH_MODE
+OUT=$RES/${BENCH_OUT:-$DATE-$BENCH_MODE}
 CSV=$OUT.csv
 W=$(mktemp -d /tmp/ferry-bench.XXXXXX)
 mkdir -p "$W/logs" "$W/mnt" "$W/cache"
@@ -51,6 +57,7 @@ exec 2> >(tee "$OUT.log" >&2)
 cleanup() {
   set +e
   [ -n "${RSS_LOOP:-}" ] && kill "$RSS_LOOP" 2>/dev/null
+  [ -n "${BENCH_T0:-}" ] && log "total $((SECONDS - BENCH_T0)) s"
   local p m
   for p in $(tac "$W/pids"); do stop_pid "$p" 30; done
   for m in $(sort -u "$W/mounts"); do unmount "$m"; umount -l "$m" 2>/dev/null; done
@@ -65,9 +72,13 @@ FERRY_METRICS_PORT=$(free_port)
 echo "contender,metric,value,unit,note" >"$CSV"
 log "mode $BENCH_MODE, scratch $W, results $OUT.*"
 
+BENCH_T0=$SECONDS
 env_start
+printf '[default]\ns3 =\n  max_concurrent_requests = 16\n  multipart_chunksize = 16MB\n  multipart_threshold = 16MB\n' >"$W/aws.config"
+export AWS_CONFIG_FILE=$W/aws.config
 env_seed
-mkdir -p "$W/localroot/big" && ln "$W/data/big.bin" "$W/localroot/big/1g.bin"
+mkdir -p "$W/localroot/big" && ln "$W/data/big.bin" "$W/localroot/big/big.bin"
+tasks_compute_ref
 
 # Contender table for the report: name | version or "not installed" | mount command.
 OPTS=$W/contenders.tsv
@@ -80,32 +91,33 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   fi
   printf '%s\t%s\t%s\n' "$c" "$(c_version "$c")" "$(c_cmd "$c" | tr '\n' ' ' | sed "s#$W#\$W#g; s#$ROOT/##g; s#127.0.0.1:$FERRY_METRICS_PORT#127.0.0.1:PORT#; s#$BENCH_S3#http://127.0.0.1:PROXY#")" >>"$OPTS"
   log "== $c"
-  C_PID=
+  C_PID= TOT_PEAK=0 TOT_CPU=0 ct0=$SECONDS
   read_workloads "$c" || log "$c: read workloads aborted (mount failed)"
   write_workloads "$c" || log "$c: write workloads aborted (mount failed)"
-  if [ "$BENCH_MODE" = full ]; then
-    SMALL_TIMEOUT=$SMALL10K_TIMEOUT small10k_workloads "$c" || log "$c: small10k aborted"
-    meta_workloads "$c" || log "$c: metadata aborted"
-    c_umount "$c"
-    [ -n "${TASK_COMPUTE_WALL:-}" ] || tasks_compute_ref
-    if [ "$c" = ferry ]; then tasks_ferry; else tasks_fuse "$c" || log "$c: tasks aborted"; fi
-  fi
+  small_workloads "$c" || log "$c: small-file workloads aborted (mount failed)"
+  meta_workloads "$c" || log "$c: metadata workloads aborted (mount failed)"
   c_umount "$c"
+  if [ "$c" = ferry ]; then tasks_ferry; else tasks_fuse "$c" || log "$c: tasks aborted (mount failed)"; fi
+  c_umount "$c"
+  record "$c" rss_peak "$TOT_PEAK" MiB "peak over all workloads"
+  record "$c" cpu_total "$TOT_CPU" s "user+sys over all workloads"
   rm -rf "${W:?}/cache/$c"
+  env_clean "$c"
+  log "== $c took $((SECONDS - ct0)) s"
 done
 for b in ${BENCH_BASELINES-copy local}; do
   log "== baseline $b"
+  ct0=$SECONDS TOT_PEAK=0 TOT_CPU=0
   case $b in
-    copy) printf 'copy\t%s\taws s3 cp (default settings: 10 concurrent requests, 8 MiB parts) via the proxy\n' \
+    copy) printf 'copy\t%s\taws s3 cp via the proxy: parallel ranged GETs / multipart uploads, 16 concurrent requests of 16 MiB (AWS_CONFIG_FILE)\n' \
       "$(aws --version 2>&1 | cut -d' ' -f1)" >>"$OPTS"; bench_copy ;;
-    local) printf 'local\tfio %s\tfio/dd/cp on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
+    local) printf 'local\tfio %s\tfio/dd/cp/ls/stat on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
   esac
-  if [ "$BENCH_MODE" = full ]; then
-    [ -n "${TASK_COMPUTE_WALL:-}" ] || tasks_compute_ref
-    "tasks_$b"
-  fi
+  "tasks_$b"
+  [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
+  log "== baseline $b took $((SECONDS - ct0)) s"
 done
 
-python3 "$LIB/report.py" --csv "$CSV" --contenders "$OPTS" --out "$OUT" --mode "$BENCH_MODE" \
-  --env "MinIO $(minio --version 2>/dev/null | head -1 | awk '{print $3}') behind toxiproxy: +${LAT_MS} ms and ${RATE_KBPS} KB/s per connection (downstream); object ${BIG_MB} MiB; $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo); kernel $(uname -r)"
+python3 "$LIB/report.py" --csv "$CSV" --contenders "$OPTS" --out "$OUT" --mode "$BENCH_MODE" --sizes "$SIZES" \
+  --env "MinIO $(minio --version 2>/dev/null | head -1 | awk '{print $3}') behind toxiproxy: +${LAT_MS} ms and ${RATE_KBPS} KB/s per connection (downstream); $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo); kernel $(uname -r); total run time $(((SECONDS - BENCH_T0) / 60)) min"
 log "done: $OUT.md"

@@ -51,51 +51,56 @@ unmount() {
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || log "drop_caches failed (not root?)"; }
 
-# RSS/CPU sampler. rss_start PID starts a loop that samples PID's RSS (plus its
-# descendants') every 0.5 s and keeps the maximum; rss_stop prints "peak_MiB cpu_s"
-# (cpu_s = user+system CPU seconds PID and its reaped children used meanwhile).
-tree_pids() { # PID -> PID and all its descendants, comma separated
-  local all=$1 frontier=$1 next
-  while [ -n "$frontier" ]; do
-    next=$(ps -o pid= --ppid "$frontier" 2>/dev/null | tr -s ' \n' ',' | sed 's/^,//;s/,$//')
-    [ -n "$next" ] && all="$all,$next"
-    frontier=$next
-  done
-  echo "$all"
-}
-cpu_ticks() { awk '{print $14+$15+$16+$17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# RSS/CPU sampler (lib/sampler.py). rss_start PIDS [--tree] samples the peak
+# summed RSS of PIDS (comma separated; --tree: with their descendants) and their
+# CPU seconds; rss_stop (not in a subshell: it waits for the sampler) sets
+# RSS_RESULT="peak_MiB cpu_s". One sampler at a time.
 rss_start() {
-  RSS_PID=$1 RSS_FILE=$(mktemp "$W/rss.XXXXXX") RSS_CPU0=$(cpu_ticks "$1")
-  (
-    peak=0
-    while kill -0 "$RSS_PID" 2>/dev/null; do
-      kb=$(ps -o rss= -p "$(tree_pids "$RSS_PID")" 2>/dev/null | awk '{s+=$1} END{print s+0}')
-      [ "$kb" -gt "$peak" ] && peak=$kb && echo "$peak" >"$RSS_FILE"
-      sleep 0.5
-    done
-  ) &
+  RSS_FILE=$(mktemp "$W/rss.XXXXXX")
+  python3 "$LIB/sampler.py" "$RSS_FILE" "$1" ${2:-} &
   RSS_LOOP=$!
 }
 rss_stop() {
-  local cpu1 tck
-  cpu1=$(cpu_ticks "$RSS_PID"); tck=$(getconf CLK_TCK)
-  kill "$RSS_LOOP" 2>/dev/null; wait "$RSS_LOOP" 2>/dev/null || true
-  awk -v kb="$(cat "$RSS_FILE" 2>/dev/null || echo 0)" -v c0="$RSS_CPU0" -v c1="$cpu1" -v t="$tck" \
-    'BEGIN{printf "%.0f %.2f\n", (kb+0)/1024, (c1-c0)/t}'
+  RSS_RESULT="0 0"
+  [ -n "${RSS_LOOP:-}" ] || return 0
+  kill -TERM "$RSS_LOOP" 2>/dev/null; wait "$RSS_LOOP" 2>/dev/null || true
+  RSS_LOOP=
+  [ -s "$RSS_FILE" ] && RSS_RESULT=$(cat "$RSS_FILE")
   rm -f "$RSS_FILE"
 }
 
-# fio_run LABEL ARGS...: run fio with JSON output; prints "MiB/s IOPS p50_us p99_us".
+# Per-phase and per-contender totals: meas_start PIDS [--tree] / meas_stop
+# accumulate the peak RSS into PEAK/TOT_PEAK and the CPU into CPU/TOT_CPU;
+# phase_reset clears PEAK/CPU, phase_record CONTENDER PHASE WHAT records them.
+PEAK=0 CPU=0 TOT_PEAK=0 TOT_CPU=0
+meas_start() { rss_start "$@"; }
+meas_stop() {
+  local p c
+  rss_stop; p=${RSS_RESULT%% *}; c=${RSS_RESULT#* }
+  [ "$p" -gt "$PEAK" ] 2>/dev/null && PEAK=$p
+  [ "$p" -gt "$TOT_PEAK" ] 2>/dev/null && TOT_PEAK=$p
+  CPU=$(awk -v a="$CPU" -v b="$c" 'BEGIN{printf "%.2f", a+b}')
+  TOT_CPU=$(awk -v a="$TOT_CPU" -v b="$c" 'BEGIN{printf "%.2f", a+b}')
+}
+phase_reset() { PEAK=0 CPU=0; }
+phase_record() {
+  record "$1" "rss_$2" "$PEAK" MiB "peak: $3"
+  record "$1" "cpu_$2" "$CPU" s "user+sys: $3"
+}
+
+# fio_run LABEL ARGS...: run fio with JSON output; prints "MiB/s IOPS p50_us p99_us"
+# of its reads (or writes if it did no reads), or "fail fail fail fail".
 fio_run() {
   local label=$1; shift
   local out="$W/logs/fio-$label.json"
-  if ! timeout 600 fio --output-format=json --output="$out" --group_reporting "$@" >/dev/null 2>"$out.err"; then
+  if ! timeout "${FIO_TIMEOUT:-600}" fio --output-format=json --output="$out" --group_reporting "$@" >/dev/null 2>"$out.err"; then
     log "fio $label failed: $(tail -2 "$out.err" | tr '\n' ' ')"
     echo "fail fail fail fail"; return 0
   fi
   python3 - "$out" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+j = json.load(open(sys.argv[1]))["jobs"][0]
+j = j["read"] if j["read"]["io_bytes"] else j["write"]
 p = j.get("clat_ns", {}).get("percentile", {})
 print("%.1f %.0f %.0f %.0f" % (j["bw_bytes"] / 1048576, j["iops"],
       p.get("50.000000", 0) / 1000, p.get("99.000000", 0) / 1000))

@@ -37,31 +37,45 @@ aws_direct() { aws --endpoint-url "$BENCH_S3_DIRECT" --only-show-errors "$@"; }
 # aws CLI through the proxy (the copy baseline).
 aws_proxy() { aws --endpoint-url "$BENCH_S3" --only-show-errors "$@"; }
 
-# env_seed: local data in $W/data and the objects the read workloads need.
-#   big/1g.bin (BIG_MB MiB, random)  many/fNNNNN.txt (full: 10,000 x 1 KiB)
-#   ref/ref.bin (full: the task workload's shared reference, TASK_REF_MB MiB)
+# env_seed: local data in $W/data and the objects the workloads read (sizes from run.sh).
+#   big/big.bin     BIG_MB MiB, random (the fio object)
+#   smallseed/      SMALL_N x 4 KiB (list/stat/read-back when a client's create timed out)
+#   tree/           TREE_N keys of 100 bytes, TREE_PER_DIR per directory (ls -lR)
+#   ref/ref.bin     TASK_REF_MB MiB (the task workload's shared reference)
+# Objects go straight to MinIO (unproxied): put-many uses 32 connections.
 env_seed() {
   local d=$W/data t0=$SECONDS
-  mkdir -p "$d/small1000" "$d/small10k" "$d/many"
+  mkdir -p "$d/small"
   head -c "${BIG_MB}M" /dev/urandom >"$d/big.bin"
-  head -c 256M /dev/urandom >"$d/256m.bin"
-  python3 - "$d" <<'PY'
+  head -c "${WRITE_MB}M" /dev/urandom >"$d/write.bin"
+  python3 - "$d" "$SMALL_N" <<'PY'
 import os, sys
-d = sys.argv[1]
+d, n = sys.argv[1], int(sys.argv[2])
 blob = os.urandom(4096)
-for i in range(1000):
-    open("%s/small1000/s%04d.txt" % (d, i), "wb").write(blob[i % 64:] + blob[:i % 64])
-if os.environ.get("BENCH_MODE") == "full":
-    for i in range(10000):
-        open("%s/small10k/t%05d.txt" % (d, i), "wb").write(blob[i % 64:] + blob[:i % 64])
-        open("%s/many/f%05d.txt" % (d, i), "wb").write(blob[:1024])
+for i in range(n):
+    open("%s/small/t%05d.txt" % (d, i), "wb").write(blob[i % 64:] + blob[:i % 64])
 PY
-  aws_direct s3 cp "$d/big.bin" "s3://$BUCKET/big/1g.bin"
-  if [ "$BENCH_MODE" = full ]; then
-    aws_direct s3 cp --recursive "$d/many/" "s3://$BUCKET/many/"
+  aws_direct s3 cp "$d/big.bin" "s3://$BUCKET/big/big.bin"
+  python3 "$LIB/s3.py" put-many "$BUCKET" smallseed/ "$SMALL_N" 4096
+  log "seeded big/big.bin (${BIG_MB} MiB), smallseed/ (${SMALL_N} x 4 KiB) in $((SECONDS - t0)) s"
+  if [ "${TREE_N:-0}" -gt 0 ]; then
+    t0=$SECONDS
+    python3 "$LIB/s3.py" put-many "$BUCKET" tree/ "$TREE_N" 100 "$TREE_PER_DIR"
+    log "seeded tree/ ($TREE_N keys, $TREE_PER_DIR per directory) in $((SECONDS - t0)) s"
+  fi
+  if [ "${TASKS:-0}" -gt 0 ]; then
+    t0=$SECONDS
     head -c "${TASK_REF_MB}M" /dev/urandom >"$d/ref.bin"
     head -c "${TASK_OUT_MB}M" /dev/urandom >"$d/out.bin"
     aws_direct s3 cp "$d/ref.bin" "s3://$BUCKET/ref/ref.bin"
+    log "seeded ref/ref.bin (${TASK_REF_MB} MiB) in $((SECONDS - t0)) s"
   fi
-  log "seeded in $((SECONDS - t0)) s: big/1g.bin (${BIG_MB} MiB)$([ "$BENCH_MODE" = full ] && echo ", many/ (10,000 x 1 KiB), ref/ref.bin (${TASK_REF_MB} MiB)")"
+}
+
+# env_clean CONTENDER: delete the large objects a contender wrote (keeps MinIO's disk small).
+env_clean() {
+  local p n
+  for p in "w/$1-" "tout/$1/"; do
+    n=$(python3 "$LIB/s3.py" delete-prefix "$BUCKET" "$p" 2>&1) || log "delete $p: $n"
+  done
 }

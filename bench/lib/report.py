@@ -4,45 +4,44 @@ report (one row per workload, absolute values, the best peer, and the ratios
 ferry / best peer and ferry / copy baseline, >1 = ferry better) and a chart
 (PNG with matplotlib when importable, else a hand-written SVG).
 
-usage: report.py --csv F --contenders TSV --out PREFIX --mode quick|full --env TEXT
+usage: report.py --csv F --contenders TSV --out PREFIX --mode quick|full --env TEXT --sizes TEXT
 """
 import argparse
 import csv
 import math
 import re
 
-# metric id -> (label, higher_is_better)
-METRICS = [
-    ("seq_cold_1j", "seq read 1 MiB, cold, 1 job [MiB/s]", True),
-    ("seq_cold_8j", "seq read 1 MiB, cold, 8 jobs [MiB/s]", True),
-    ("seq_cold_32j", "seq read 1 MiB, cold, 32 jobs [MiB/s]", True),
-    ("seq_warm_1j", "seq read 1 MiB, warm, 1 job [MiB/s]", True),
-    ("seq_warm_8j", "seq read 1 MiB, warm, 8 jobs [MiB/s]", True),
-    ("seq_warm_32j", "seq read 1 MiB, warm, 32 jobs [MiB/s]", True),
-    ("rand_cold_1j", "rand read 4 KiB, cold, 1 job [IOPS]", True),
-    ("rand_cold_8j", "rand read 4 KiB, cold, 8 jobs [IOPS]", True),
-    ("rand_cold_32j", "rand read 4 KiB, cold, 32 jobs [IOPS]", True),
-    ("rand_warm_1j", "rand read 4 KiB, warm, 1 job [IOPS]", True),
-    ("rand_warm_8j", "rand read 4 KiB, warm, 8 jobs [IOPS]", True),
-    ("rand_warm_32j", "rand read 4 KiB, warm, 32 jobs [IOPS]", True),
-    ("write256_return", "write 256 MiB (dd): return [s]", False),
-    ("write256_durable", "write 256 MiB (dd): durable [s]", False),
-    ("small1k_return", "cp 1,000 x 4 KiB: return [s]", False),
-    ("small1k_listed", "cp 1,000 x 4 KiB: all listed [s]", False),
-    ("small10k_return", "create 10,000 x 4 KiB: return [s]", False),
-    ("small10k_listed", "create 10,000 x 4 KiB: all listed [s]", False),
-    ("small10k_list", "ls -l of those 10,000 [s]", False),
-    ("small10k_readback", "read back 10,000 x 4 KiB, cold [s]", False),
-    ("ls10k_cold", "ls -l 10,000 keys, cold [s]", False),
-    ("stat10k", "stat 10,000 names, cold [files/s]", True),
+# metric id -> (label, higher_is_better), in report order.
+METRICS = []
+for _pat, _bs in (("seq", "1m"), ("seq", "4k"), ("rand", "4k"), ("rand", "1m")):
+    for _state in ("cold", "warm"):
+        for _j in (1, 8, 32):
+            METRICS.append(("read_%s_%s_%s_%dj" % (_pat, _bs, _state, _j),
+                            "%s read %s, %s, %d job%s [%s]" % (
+                                _pat, "1 MiB" if _bs == "1m" else "4 KiB", _state, _j,
+                                "" if _j == 1 else "s", "MiB/s" if _bs == "1m" else "IOPS"), True))
+METRICS += [
+    ("write_1m_return", "seq write, 1 MiB blocks (dd): return [s]", False),
+    ("write_1m_durable", "seq write, 1 MiB blocks (dd): durable in the bucket [s]", False),
+    ("write_4m_return", "seq write, 4 MiB blocks (dd): return [s]", False),
+    ("write_4m_durable", "seq write, 4 MiB blocks (dd): durable in the bucket [s]", False),
+    ("small_return", "small files: create/write/close (cp -r) return [s]", False),
+    ("small_listed", "small files: all in the bucket [s]", False),
+    ("small_list", "small files: ls -l of them [s]", False),
+    ("small_readback", "small files: read back, cold [s]", False),
+    ("meta_lsr", "metadata: ls -lR of the key tree, cold [s]", False),
+    ("meta_stat", "metadata: stat of names, cold [files/s]", True),
     ("task_wall", "task workload: wall [s]", False),
     ("task_eff", "task workload: compute / wall", True),
-    ("rss_read", "peak RSS, read jobs [MiB]", False),
-    ("rss_small", "peak RSS, write + 1k files [MiB]", False),
-    ("rss_small10k", "peak RSS, 10k files [MiB]", False),
-    ("cpu_read", "client CPU, read jobs [s]", False),
-    ("cpu_write", "client CPU, write + 1k files [s]", False),
 ]
+for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small files"),
+                   ("meta", "metadata"), ("task", "task workload")):
+    METRICS.append(("rss_" + _ph, "peak RSS, %s [MiB]" % _what, False))
+for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small files"),
+                   ("meta", "metadata"), ("task", "task workload")):
+    METRICS.append(("cpu_" + _ph, "client CPU, %s [s]" % _what, False))
+METRICS += [("rss_peak", "peak RSS, all workloads [MiB]", False),
+            ("cpu_total", "client CPU, all workloads [s]", False)]
 BASELINES = ("copy", "local", "compute-only")
 
 
@@ -50,9 +49,9 @@ def cell(row):
     """(number or None, lower_bound_flag, display text) of one CSV row."""
     v, note = row["value"], row["note"]
     if v == "timeout":
-        m = re.search(r"(\d+(?:\.\d+)?) s", note)
+        m = re.search(r"(?:in|after) (\d+(?:\.\d+)?) s", note)
         lb = float(m.group(1)) if m else None
-        return lb, True, "timeout (> %s s)" % m.group(1) if m else "timeout"
+        return lb, True, "timeout (> %.0f s)" % lb if m else "timeout"
     try:
         x = float(v)
     except ValueError:
@@ -94,13 +93,17 @@ def report(a):
     cols = [c for c in installed if c in data] + [c for c in ("compute-only",) if c in data]
     peers = [c for c in cols if c != "ferry" and c not in BASELINES]
     md = ["# ferry benchmark: %s mode" % a.mode, "", a.env + ".", "",
+          "Sizes (scaled to the machine): " + a.sizes + ".", "",
           "One row per workload. `best peer` is the best FUSE client other than ferry; "
-          "ratios are ferry / best peer and ferry / copy baseline, oriented so that **> 1 means "
+          "ratios are ferry / best peer and ferry / baseline (copy, local disk), oriented so that **> 1 means "
           "ferry is better** (for times and RSS: peer / ferry; for throughput: ferry / peer). "
           "`timeout` rows are lower bounds; `n/a` = does not apply; `unsupported` = the "
           "operation failed.", ""]
-    md.append("| workload | better | " + " | ".join(cols) + " | best peer | ferry / best peer | ferry / copy |")
-    md.append("|---|---|" + "---|" * len(cols) + "---|---|---|")
+    missing = [c[0] for c in conts if c[1] == "not installed"]
+    if missing:
+        md += ["Not installed (not on PATH, so not measured): %s." % ", ".join(missing), ""]
+    md.append("| workload | better | " + " | ".join(cols) + " | best peer | ferry / best peer | ferry / copy | ferry / local |")
+    md.append("|---|---|" + "---|" * len(cols) + "---|---|---|---|")
     chart = []
     for mid, label, hib in METRICS:
         if not any(mid in data.get(c, {}) for c in cols):
@@ -116,9 +119,10 @@ def report(a):
                 best = p
         rf = ratio(cells["ferry"], cells[best], hib) if "ferry" in cells and best else "n/a"
         rc = ratio(cells["ferry"], cells["copy"], hib) if "ferry" in cells and "copy" in cells else "n/a"
-        md.append("| %s | %s | %s | %s | %s | %s |" % (
+        rl = ratio(cells["ferry"], cells["local"], hib) if "ferry" in cells and "local" in cells else "n/a"
+        md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             label, "higher" if hib else "lower", " | ".join(cells[c][2] for c in cols),
-            best or "n/a", rf, rc))
+            best or "n/a", rf, rc, rl))
         chart.append((label, hib, {c: cells[c][0] for c in cols if cells[c][0] is not None},
                       {c for c in cols if cells[c][1]}))
     md += ["", "## Contenders and mount options", "", "| contender | version | command |", "|---|---|---|"]
@@ -128,7 +132,7 @@ def report(a):
     md += ["", "## Notes per measurement", ""]
     md += ["- %s / %s: %s" % n for n in notes]
     img = plot(chart, cols, a.out)
-    md[6:6] = ["![chart](%s)" % img.split("/")[-1], ""]
+    md[10 if missing else 8:10 if missing else 8] = ["![chart](%s)" % img.split("/")[-1], ""]
     open(a.out + ".md", "w").write("\n".join(md) + "\n")
 
 
@@ -198,6 +202,6 @@ def svg(chart, cols, out):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    for f in ("--csv", "--contenders", "--out", "--mode", "--env"):
+    for f in ("--csv", "--contenders", "--out", "--mode", "--env", "--sizes"):
         ap.add_argument(f, required=True)
     report(ap.parse_args())

@@ -238,10 +238,11 @@ func (fs *FS) deleteKey(ctx context.Context, st objstore.Store, l Loc) error {
 // renameDir moves every key under src/ (and dirty files there) to dst/.
 func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) error {
 	sp, dp := src.Key+"/", dst.Key+"/"
-	objs, _, err := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: sp})
-	if err != nil {
-		return err
-	}
+	// Dirty files first, the bucket after: an upload that lands (and whose
+	// file writeback then forgets) between the two looks is then in the
+	// listing. Listed first, it could be in neither (the listing before it
+	// landed, the dirty files after it was forgotten) and stay behind
+	// under the old name.
 	seen := map[string]bool{}
 	for _, f := range fs.deps.Writeback.List(src.Scheme, src.Bucket, sp) {
 		k := f.Target().Key
@@ -254,8 +255,14 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 	}
 	// Old names of renamed files (deleted by writeback once their new
 	// name is durable) are not in the directory any more: they stay.
+	// Asked before the listing: an old name that is deleted meanwhile is
+	// then simply not listed.
 	for _, k := range fs.deps.Writeback.PendingDeletes(src.Scheme, src.Bucket, sp) {
 		seen[k] = true
+	}
+	objs, _, err := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: sp})
+	if err != nil {
+		return err
 	}
 	for _, o := range objs {
 		if seen[o.Key] {

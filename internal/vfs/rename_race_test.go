@@ -1,0 +1,222 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
+	"github.com/ferry-fs/ferry/pkg/objstore/mem"
+)
+
+// raceStore holds the uploads (Put, Complete) of one key until a gate
+// opens (or their context ends), and calls a hook once a List returned.
+type raceStore struct {
+	*faulty.Store
+	gate  *gate
+	after atomic.Pointer[func(opts objstore.ListOptions)]
+}
+
+func (s *raceStore) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
+	p, err := s.Store.List(ctx, opts)
+	if fn := s.after.Load(); fn != nil {
+		(*fn)(opts)
+	}
+	return p, err
+}
+
+func (s *raceStore) Put(ctx context.Context, key string, src io.ReaderAt, size int64, opts objstore.PutOptions) (objstore.ObjectInfo, error) {
+	if err := s.gate.wait(ctx, key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	return s.Store.Put(ctx, key, src, size, opts)
+}
+
+func (s *raceStore) CreateUpload(ctx context.Context, key string, opts objstore.PutOptions) (objstore.Upload, error) {
+	u, err := s.Store.CreateUpload(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &raceUpload{Upload: u, key: key, gate: s.gate}, nil
+}
+
+type raceUpload struct {
+	objstore.Upload
+	key  string
+	gate *gate
+}
+
+func (u *raceUpload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
+	if err := u.gate.wait(ctx, u.key); err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	return u.Upload.Complete(ctx)
+}
+
+// gate holds the uploads of one key until opened.
+type gate struct {
+	key    string
+	once   sync.Once
+	open   chan struct{}
+	caught chan struct{} // closed when an upload of key is held
+	cOnce  sync.Once
+}
+
+func newGate(key string) *gate {
+	return &gate{key: key, open: make(chan struct{}), caught: make(chan struct{})}
+}
+
+func (g *gate) wait(ctx context.Context, key string) error {
+	if key != g.key {
+		return nil
+	}
+	g.cOnce.Do(func() { close(g.caught) })
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
+
+// raceEnv is an FS over one mem bucket (s3/bkt) whose uploads of one key
+// wait at a gate and whose List calls a hook once answered.
+type raceEnv struct {
+	fs   *FS
+	wb   *writeback.Manager
+	mem  *mem.Store
+	hook *raceStore
+}
+
+func newRaceEnv(t *testing.T, g *gate) *raceEnv {
+	t.Helper()
+	e := &raceEnv{mem: mem.New(mem.Options{Bucket: "bkt"})}
+	e.hook = &raceStore{Store: faulty.New(e.mem, faulty.Config{}), gate: g}
+	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
+		if scheme == "s3" && bucket == "bkt" {
+			return e.hook, nil
+		}
+		return nil, objstore.ErrNoBucket
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	wb, err := writeback.New(context.Background(), writeback.Config{
+		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
+		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
+	}, resolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.release(); wb.Close() })
+	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Minute, MaxEntries: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mc.Close)
+	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bc.Close() })
+	e.wb = wb
+	e.fs = New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
+	return e
+}
+
+// TestRenameDirRacesUpload: `mv o/sub o/sub2` while the upload of
+// o/sub/m.txt is finishing. The upload is held until the rename has
+// listed o/sub/ in the bucket, then lands (and the file is dropped as
+// durable) before the rename looks at the dirty files: the file must
+// end up at o/sub2/m.txt and nowhere else, whatever the order.
+func TestRenameDirRacesUpload(t *testing.T) {
+	for i := range 20 {
+		t.Run("", func(t *testing.T) { renameDirRace(t, i%2 == 1) })
+	}
+}
+
+func renameDirRace(t *testing.T, landFirst bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := newGate("o/sub/m.txt")
+	e := newRaceEnv(t, g)
+	if err := e.fs.Mkdir(ctx, "s3/bkt/o"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Mkdir(ctx, "s3/bkt/o/sub"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.fs.Create(ctx, "s3/bkt/o/sub/m.txt", 0o644, OpenFlags{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write([]byte("moved\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.caught:
+	case <-ctx.Done():
+		t.Fatal("the upload of o/sub/m.txt never started")
+	}
+	src := writeback.Target{Scheme: "s3", Bucket: "bkt", Key: "o/sub/m.txt"}
+	land := func() {
+		// Let the upload land and wait until the file is durable and
+		// forgotten (or renamed away) by writeback.
+		g.release()
+		for e.wb.Get(src) != nil && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if landFirst {
+		land()
+	} else {
+		// A rename that re-keys the file first waits for the upload in
+		// flight to its old name (which may land regardless): let it land
+		// a moment later.
+		tm := time.AfterFunc(200*time.Millisecond, g.release)
+		defer tm.Stop()
+	}
+	after := func(opts objstore.ListOptions) {
+		if strings.HasPrefix(opts.Prefix, "o/sub/") {
+			land()
+		}
+	}
+	e.hook.after.Store(&after)
+	if err := e.fs.Rename(ctx, "s3/bkt/o/sub", "s3/bkt/o/sub2", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	e.hook.after.Store(nil)
+	g.release()
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := e.mem.NewReader(ctx, "o/sub2/m.txt", 0, -1, objstore.ReadOptions{})
+	if err != nil {
+		t.Fatalf("o/sub2/m.txt is not in the bucket: %v", err)
+	}
+	b, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil || string(b) != "moved\n" {
+		t.Errorf("o/sub2/m.txt = %q, %v", b, err)
+	}
+	if _, err := e.mem.Stat(ctx, "o/sub/m.txt"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("o/sub/m.txt is still in the bucket: %v", err)
+	}
+	if ents, err := e.fs.Readdir(ctx, "s3/bkt/o/sub2"); err != nil || len(ents) != 1 || ents[0].Name != "m.txt" {
+		t.Errorf("readdir o/sub2 = %v, %v", ents, err)
+	}
+}

@@ -62,6 +62,12 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 		return nil, err
 	}
 	prefix := l.dirPrefix()
+	// Dirty files and old names pending deletion are looked at before the
+	// bucket: a file whose upload lands (and which writeback then forgets)
+	// between the two looks is then in the listing. Looked at after, it
+	// could be in neither (see TestReaddirRacesUpload).
+	dirty := fs.dirtyEntries(l, prefix)
+	pending := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)
 	var ents []meta.DirEntry
 	opts := objstore.ListOptions{Prefix: prefix, Delimiter: "/"}
 	for {
@@ -105,13 +111,26 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 			return nil, err
 		}
 	}
-	for _, k := range fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix) {
+	for _, k := range pending {
 		ents = slices.DeleteFunc(ents, func(e meta.DirEntry) bool {
 			return e.Kind != meta.KindDir && prefix+e.Name == k
 		})
 	}
+	ents = append(ents, dirty...) // a dirty file replaces its listed object
+	return fs.deps.Meta.PutList(l.cacheKey(), ents), nil
+}
+
+// dirtyEntries returns the entries of directory l (whose prefix is
+// prefix) that dirty or open files make: the files themselves, and the
+// subdirectories holding some.
+func (fs *FS) dirtyEntries(l Loc, prefix string) []meta.DirEntry {
+	var ents []meta.DirEntry
 	for _, f := range fs.deps.Writeback.List(l.Scheme, l.Bucket, prefix) {
-		rest := strings.TrimPrefix(f.Target().Key, prefix)
+		key := f.Target().Key
+		if !strings.HasPrefix(key, prefix) {
+			continue // renamed away meanwhile
+		}
+		rest := key[len(prefix):]
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
 			ents = append(ents, meta.DirEntry{Name: rest[:i], Kind: meta.KindDir})
 		} else if validName(rest) {
@@ -122,7 +141,7 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 			ents = append(ents, meta.DirEntry{Name: rest, Kind: k})
 		}
 	}
-	return fs.deps.Meta.PutList(l.cacheKey(), ents), nil
+	return ents
 }
 
 // validName reports whether n can be a name in a directory.

@@ -220,3 +220,54 @@ func renameDirRace(t *testing.T, landFirst bool) {
 		t.Errorf("readdir o/sub2 = %v, %v", ents, err)
 	}
 }
+
+// TestReaddirRacesUpload: a readdir while the upload of a file of the
+// directory is finishing. The upload lands (and writeback forgets the
+// durable file) right after the bucket was listed: the file must be
+// listed all the same.
+func TestReaddirRacesUpload(t *testing.T) {
+	for range 10 {
+		t.Run("", readdirRace)
+	}
+}
+
+func readdirRace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := newGate("d/c")
+	e := newRaceEnv(t, g)
+	if err := e.fs.Mkdir(ctx, "s3/bkt/d"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.fs.Create(ctx, "s3/bkt/d/c", 0o644, OpenFlags{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write([]byte("c"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.caught:
+	case <-ctx.Done():
+		t.Fatal("the upload of d/c never started")
+	}
+	e.fs.deps.Meta.Clear() // the listing comes from the bucket
+	c := writeback.Target{Scheme: "s3", Bucket: "bkt", Key: "d/c"}
+	after := func(opts objstore.ListOptions) {
+		if opts.Prefix == "d/" {
+			g.release()
+			for e.wb.Get(c) != nil && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	e.hook.after.Store(&after)
+	ents, err := e.fs.Readdir(ctx, "s3/bkt/d")
+	e.hook.after.Store(nil)
+	if err != nil || len(ents) != 1 || ents[0].Name != "c" {
+		t.Errorf("readdir d = %v, %v; want c", ents, err)
+	}
+}

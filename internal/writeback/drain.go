@@ -176,7 +176,7 @@ func (m *Manager) drainState() drainView {
 		f.mu.Lock()
 		data := !f.removed && f.gen > f.durableGen
 		dels := len(f.deleteAfter) > 0
-		aborts := len(f.verify) > 0 // and checks of an earlier run's uploads
+		aborts := len(f.verify) > 0 || len(f.orphans) > 0 // and checks of an earlier run's uploads
 		for _, u := range f.uploads {
 			aborts = aborts || !u.owned
 		}

@@ -68,6 +68,9 @@ type File struct {
 	// the tokens made.
 	landing, verify []landingRec
 	tokens          uint64
+	// orphans: keys where a dead process may have left multipart uploads
+	// it never journaled (recovery; see orphanScan).
+	orphans []orphanScan
 	// deleteAfter: keys to delete once this file is durable (renamed
 	// from). Changed only by Manager.setDeletesLocked (with m.mu held too),
 	// which keeps Manager.delKeys in step.

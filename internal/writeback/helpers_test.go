@@ -296,6 +296,9 @@ type recorder struct {
 	log []string   // "put k", "complete k", "copy k", "delete k"
 }
 
+// Unwrap returns the decorated store (where an UploadLister is found).
+func (r *recorder) Unwrap() objstore.Store { return r.Store }
+
 func (r *recorder) add(s string) {
 	r.mu.Lock()
 	r.log = append(r.log, s)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Manager owns the dirty files of every bucket, their journal and their
@@ -30,8 +31,11 @@ type Manager struct {
 	cancel context.CancelFunc
 
 	idPrefix string
-	idSeq    atomic.Uint64
-	seq      atomic.Uint64 // journal record sequence
+	// started: the wall-clock time New ran (orphan uploads of dead
+	// processes were initiated before it; see orphanScan). Immutable.
+	started time.Time
+	idSeq   atomic.Uint64
+	seq     atomic.Uint64 // journal record sequence
 
 	// gmu guards closed and wg.Add; it is a leaf lock.
 	gmu    sync.Mutex
@@ -103,6 +107,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		space:     &spaceBudget{free: free, min: cfg.MinFreeBytes},
 		sched:     newSched(cfg.ForegroundQuiet, cfg.ForegroundUploads, cfg.Concurrency, cfg.SmallConcurrency),
 		idPrefix:  strconv.FormatInt(cfg.Now().UnixNano(), 36),
+		started:   time.Now(),
 		changed:   make(chan struct{}),
 		files:     map[Target]*File{},
 		byID:      map[string]*File{},

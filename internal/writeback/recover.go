@@ -32,8 +32,9 @@ func (m *Manager) recover() error {
 		}
 	}
 	var kick []*File
+	scanned := map[orphanScanKey]bool{}
 	for _, r := range recs {
-		if f := m.recoverOne(r, winner[r.Target] == r); f != nil {
+		if f := m.recoverOne(r, winner[r.Target] == r, scanned); f != nil {
 			kick = append(kick, f)
 		}
 	}
@@ -46,12 +47,13 @@ func (m *Manager) recover() error {
 // recoverOne turns a record into a file to upload, or a stub with cleanup
 // left (aborts, deletes), or forgets it; it returns the file when it has
 // work to do.
-func (m *Manager) recoverOne(r *record, winner bool) *File {
+func (m *Manager) recoverOne(r *record, winner bool, scanned map[orphanScanKey]bool) *File {
 	f := &File{
 		m: m, id: r.ID, target: r.Target, size: r.Size, mode: r.Mode,
 		mtime: timeFromNs(r.MtimeNs), mtimeSet: r.MtimeSet, symlink: r.Symlink,
 		since: m.cfg.Now(), kickCh: make(chan struct{}, 1), done: make(chan struct{}),
 		uploads: r.Uploads, journaled: r.State, live: true,
+		orphans: orphanScansFor(r, scanned),
 	}
 	path := r.Target.String()
 	upload := winner && (r.State == stateClosed || (r.State == stateOpen && r.Reopened))
@@ -79,7 +81,7 @@ func (m *Manager) recoverOne(r *record, winner bool) *File {
 			m.log.Warn("writeback: superseded staged file discarded", "path", path)
 		}
 		f.removed = true
-		if len(f.uploads) == 0 && len(f.verify) == 0 {
+		if len(f.uploads) == 0 && len(f.verify) == 0 && len(f.orphans) == 0 {
 			if err := m.j.remove(r.ID); err != nil {
 				m.log.Warn("writeback: remove staging", "path", path, "err", err)
 			}

@@ -90,7 +90,7 @@ func (f *File) wantsLocked() (data, cleanup bool) {
 	for _, u := range f.uploads {
 		cleanup = cleanup || !u.owned
 	}
-	cleanup = cleanup || len(f.verify) > 0
+	cleanup = cleanup || len(f.verify) > 0 || len(f.orphans) > 0
 	if len(f.deleteAfter) > 0 && (f.removed || f.gen == f.durableGen) {
 		cleanup = true
 	}
@@ -297,6 +297,9 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 	if err := f.abortStale(ctx, st, snap.stale); err != nil {
 		return err
 	}
+	if err := f.abortOrphans(ctx, st); err != nil {
+		return err
+	}
 	if data {
 		if err := m.detachDependents(ctx, snap.target, f); err != nil {
 			return err
@@ -329,7 +332,7 @@ func (f *File) runAttempt(ctx context.Context, snap snapshot, data bool) error {
 			m.log.Warn("writeback: journal", "path", snap.target.String(), "err", err)
 		}
 	}
-	if f.staleUploads() {
+	if f.staleUploads() || f.orphansLeft() {
 		return errAbortsLeft
 	}
 	return nil
@@ -399,7 +402,7 @@ func (f *File) tryFinish() bool {
 	defer f.jmu.Unlock()
 	m.mu.Lock()
 	f.mu.Lock()
-	ok := f.live && f.stream == nil && len(f.deleteAfter) == 0 && len(f.uploads) == 0 && len(f.verify) == 0 &&
+	ok := f.live && f.stream == nil && len(f.deleteAfter) == 0 && len(f.uploads) == 0 && len(f.verify) == 0 && len(f.orphans) == 0 &&
 		(f.removed || (f.refs == 0 && f.gen == f.durableGen))
 	if ok {
 		f.live = false

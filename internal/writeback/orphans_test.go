@@ -1,0 +1,87 @@
+package writeback
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
+)
+
+// TestRecoverUnjournaledUpload: a ferry killed while a CreateUpload was on
+// the wire (the server created the upload, the answer never came back, so
+// its ID was never journaled) leaves an upload only a listing finds. The
+// next manager on the same directory aborts it, whether the file was
+// closed (its multipart upload at close) or still being written (its
+// stream), and keeps an upload of another client started after it.
+func TestRecoverUnjournaledUpload(t *testing.T) {
+	tests := []struct {
+		name   string
+		closed bool
+		want   []byte // the object after the recovery; nil: none
+	}{
+		{name: "closed file", closed: true, want: pattern(3*testPart+5, 1)},
+		{name: "open file streaming", closed: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.landing = true // a CreateUpload sent creates the upload
+			g := e.gate(opKey(faulty.OpCreateUpload, "big"))
+			e.setFaults(faulty.Config{Stall: g.stall})
+			cfg := e.config()
+			if tc.closed {
+				cfg.StreamAfter = -1 // one multipart upload at close
+			}
+			m1 := e.open(cfg)
+			data := pattern(3*testPart+5, 1)
+			f, err := m1.Create(tgt("big"), 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Acquire()
+			if _, err := f.WriteAt(data, 0); err != nil {
+				t.Fatal(err)
+			}
+			if tc.closed {
+				if err := f.Release(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "CreateUpload to be held", func() bool { return g.held.Load() == 1 })
+			// The kill: the manager stops, and the request it had sent
+			// creates the upload after all.
+			time.AfterFunc(20*time.Millisecond, g.release)
+			if err := m1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.mem.PendingUploads(); n != 1 {
+				t.Fatalf("%d uploads pending after the kill, want 1", n)
+			}
+
+			e.setFaults(faulty.Config{})
+			m2 := e.open(e.config())
+			// Another client's upload of the same key, started after the
+			// restart (maybe before the recovery looks), is not the killed
+			// ferry's.
+			other, err := e.mem.CreateUpload(context.Background(), "big", objstore.PutOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(t, m2)
+			if n := e.mem.PendingUploads(); n != 1 {
+				t.Errorf("%d uploads pending after the recovery, want only the other client's", n)
+			}
+			if err := other.Abort(context.Background()); err != nil {
+				t.Errorf("the other client's upload was aborted: %v", err)
+			}
+			if tc.want != nil {
+				e.wantObject("big", tc.want)
+			} else {
+				e.wantNoObject("big")
+			}
+			assertStagingEmpty(t, m2)
+		})
+	}
+}

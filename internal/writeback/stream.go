@@ -267,7 +267,8 @@ func (s *stream) uploadPart(n int) {
 
 // finishStream completes the file's stream with the parts still missing.
 // used is false when the stream cannot serve this snapshot (it never
-// started, was created for another key, or the size outgrew its layout);
+// started, was created for another key, the file is empty, or the size
+// outgrew its layout);
 // the caller then uploads the file as a whole. The parts never started go
 // at once, while the streamed ones in flight end; those of them that
 // failed (or were written again meanwhile) go after.
@@ -288,7 +289,9 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 	}
 	up, rd, lay := s.up, s.rd, s.lay
 	parts, ok := lay.parts(snap.size)
-	usable := up != nil && s.err == nil && s.ctx.Err() == nil && s.key == snap.target.Key && ok && len(parts) >= s.next-1
+	// An empty file has no part to complete (a Complete without parts is
+	// refused), so it does not use the stream either.
+	usable := up != nil && s.err == nil && s.ctx.Err() == nil && s.key == snap.target.Key && ok && len(parts) > 0 && len(parts) >= s.next-1
 	var todo []int    // neither done nor in flight
 	var inflight bool // streamed parts still in flight
 	sent := map[int]bool{}

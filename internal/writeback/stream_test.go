@@ -261,3 +261,33 @@ func TestStreamFinishWhilePartInFlight(t *testing.T) {
 		t.Error("multipart upload left pending")
 	}
 }
+
+// TestStreamTruncatedToEmpty: a file that started a stream (a write far
+// past the start, so no part was sent) and is then truncated to zero
+// uploads an empty object: the stream, which has no part to complete,
+// is not used (S3 refuses a Complete without parts: 400).
+func TestStreamTruncatedToEmpty(t *testing.T) {
+	e, m := streamEnv(t)
+	f, _ := m.Create(tgt("s"), 0o644)
+	f.Acquire()
+	if _, err := f.WriteAt([]byte("far"), 5*testPart); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stream's upload", func() bool { return e.mem.PendingUploads() == 1 })
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Sync(ctx); err != nil {
+		t.Fatalf("fsync of the emptied file: %v", err)
+	}
+	if err := f.Release(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, m)
+	e.wantObject("s", []byte{})
+	if n := e.mem.PendingUploads(); n != 0 {
+		t.Errorf("%d multipart uploads left pending", n)
+	}
+}

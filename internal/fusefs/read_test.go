@@ -1,0 +1,160 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/vfs"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+	"github.com/ferry-fs/ferry/pkg/objstore/mem"
+)
+
+// readMount is a mount over one mem bucket with a stat cache whose clock
+// the test moves.
+type readMount struct {
+	root string // the bucket's directory on the mount
+	st   *mem.Store
+	bc   *block.Cache
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+// advance moves the stat cache's clock (expiring its entries).
+func (m *readMount) advance(d time.Duration) {
+	m.mu.Lock()
+	m.now = m.now.Add(d)
+	m.mu.Unlock()
+}
+
+// reads is the number of reads that reached ferry's block cache.
+func (m *readMount) reads() int64 {
+	s := m.bc.Stats()
+	return s.Hits + s.Misses
+}
+
+func mountRead(t *testing.T) *readMount {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Fatalf("/dev/fuse: %v", err)
+	}
+	m := &readMount{st: mem.New(mem.Options{Bucket: "bkt"}), now: time.Now()}
+	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
+		if scheme == "s3" && bucket == "bkt" {
+			return m.st, nil
+		}
+		return nil, objstore.ErrNoBucket
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	wb, err := writeback.New(context.Background(), writeback.Config{Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log}, resolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := func() time.Time {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.now
+	}
+	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Second, MaxEntries: 10000, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.bc, err = block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vfs.New(vfs.Options{}, vfs.Deps{Resolve: resolve, Writeback: wb, Blocks: m.bc, Meta: mc, Logger: log})
+	dir := t.TempDir()
+	srv, err := Mount(dir, v, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Unmount(); err != nil {
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		srv.Wait()
+		wb.Close()
+		m.bc.Close()
+		mc.Close()
+	})
+	m.root = filepath.Join(dir, "s3", "bkt")
+	return m
+}
+
+func (m *readMount) put(t *testing.T, key string, data []byte) {
+	t.Helper()
+	if _, err := m.st.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPageCacheAcrossOpens checks that the kernel's page cache serves a
+// file opened again while its version is unchanged (FOPEN_KEEP_CACHE: no
+// read reaches ferry), and that a new version of the object, seen at an
+// open once the stat cache has expired, is never served from it.
+func TestPageCacheAcrossOpens(t *testing.T) {
+	m := mountRead(t)
+	p := filepath.Join(m.root, "obj")
+	v1 := bytes.Repeat([]byte("version one....."), 64<<10) // 1 MiB
+	v2 := bytes.Repeat([]byte("VERSION TWO!...."), 64<<10) // same size
+	m.put(t, "obj", v1)
+
+	// where says who serves a step's reads: ferry, the kernel's page
+	// cache, or either.
+	const (
+		ferry = iota
+		kernel
+		either
+	)
+	steps := []struct {
+		name   string
+		before func()
+		want   []byte
+		where  int
+	}{
+		{name: "first open", want: v1, where: ferry},
+		{name: "second open, same version", want: v1, where: kernel},
+		{name: "stat expired, same version", before: func() { m.advance(2 * time.Minute) }, want: v1, where: kernel},
+		{name: "new version", before: func() { m.put(t, "obj", v2); m.advance(2 * time.Minute) }, want: v2, where: ferry},
+		// The open of the new version does not refresh the kernel's
+		// attributes; the next stat does, sees the new mtime and drops
+		// the page cache once more (auto_inval_data).
+		{name: "new version, attributes refreshed", want: v2, where: either},
+		{name: "new version, open again", want: v2, where: kernel},
+		{name: "after the attribute timeout", before: func() { time.Sleep(1200 * time.Millisecond) }, want: v2, where: kernel},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			s.before()
+		}
+		n := m.reads()
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if !bytes.Equal(got, s.want) {
+			t.Fatalf("%s: read %d bytes starting %q, want %q", s.name, len(got), got[:min(16, len(got))], s.want[:16])
+		}
+		switch d := m.reads() - n; {
+		case s.where == kernel && d != 0:
+			t.Errorf("%s: %d reads reached ferry, want all from the page cache", s.name, d)
+		case s.where == ferry && d == 0:
+			t.Errorf("%s: no read reached ferry", s.name)
+		}
+	}
+}

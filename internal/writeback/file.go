@@ -55,6 +55,9 @@ type File struct {
 	// and the gen of the last metadata change.
 	gen, closedGen, durableGen, syncGen, metaGen uint64
 	truncMin                                     int64  // smallest truncation since the running attempt's snapshot
+	// written: the bytes written since the running attempt's snapshot
+	// (nil while none runs; see guardedReader).
+	written rangeSet
 	version                                      string // version of the last upload
 	journaled                                    string // state of the record on disk; "" when none
 	since                                        time.Time

@@ -46,6 +46,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		end := off + int64(n)
 		f.dirty = f.dirty.add(off, end)
 		f.valid = f.valid.add(off, end)
+		if f.attemptsStarted != f.attemptsEnded {
+			f.written = f.written.add(off, end)
+		}
 		f.size = max(f.size, end)
 		f.mtime = f.m.cfg.Now()
 		f.touchLocked()

@@ -89,7 +89,7 @@ func (f *File) putWhole(ctx context.Context, st objstore.Store, snap snapshot, o
 		return objstore.ObjectInfo{}, err
 	}
 	defer rd.Close()
-	return m.put(ctx, st, snap.target.Key, io.NewSectionReader(rd, 0, snap.size), snap.size, opts)
+	return m.put(ctx, st, snap.target.Key, io.NewSectionReader(f.guard(rd, snap.size), 0, snap.size), snap.size, opts)
 }
 
 // put is one Put under the semaphore.
@@ -169,7 +169,7 @@ func (f *File) multipart(ctx context.Context, st objstore.Store, mp objstore.Mul
 		if err := f.fillPart(ctx, st, snap, p); err != nil {
 			return true, err
 		}
-		return true, up.UploadPart(ctx, n, io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+		return true, up.UploadPart(ctx, n, io.NewSectionReader(f.guard(rd, snap.size), p.Off, p.End-p.Off), p.End-p.Off)
 	}, func(n int, p span) bool {
 		return !(canCopy && p.End <= snap.baseLimit && !snap.dirty.overlaps(p.Off, p.End))
 	})
@@ -211,7 +211,7 @@ func (m *Manager) runParts(ctx context.Context, parts []span, do func(ctx contex
 		}()
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := context.Cause(ctx); err != nil && (!errors.Is(err, context.Canceled) || errors.Is(err, errStagedChanged)) {
 		return err
 	}
 	return ctx.Err()

@@ -327,7 +327,7 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 			sel = append(sel, parts[n-1])
 		}
 		return f.m.runParts(ctx, sel, func(ctx context.Context, i int, p span) (bool, error) {
-			return true, up.UploadPart(ctx, todo[i-1], io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+			return true, up.UploadPart(ctx, todo[i-1], io.NewSectionReader(f.guard(rd, snap.size), p.Off, p.End-p.Off), p.End-p.Off)
 		}, func(int, span) bool { return true })
 	}
 	err = send(todo)

@@ -213,7 +213,7 @@ func (f *File) attempt(data bool, key Target, tk *ticket) (uint64, error) {
 	f.attemptsStarted++
 	number := f.attemptsStarted
 	snap := f.snapshotLocked()
-	f.truncMin = snap.size
+	f.truncMin, f.written = snap.size, nil
 	if data {
 		f.landing = snap.tagLocked(f)
 	}
@@ -233,6 +233,7 @@ func (f *File) attempt(data bool, key Target, tk *ticket) (uint64, error) {
 	}
 	f.landing = nil
 	f.attemptsEnded = number
+	f.written = nil
 	close(f.done) // wakes readers and endAttempt waiting for the attempt to end
 	f.done = make(chan struct{})
 	// The base was detached or replaced while the attempt read it: what it
@@ -240,7 +241,7 @@ func (f *File) attempt(data bool, key Target, tk *ticket) (uint64, error) {
 	rebased := !sameBase(f.base, snap.base)
 	f.mu.Unlock()
 	cause := context.Cause(ctx)
-	if err != nil && (errors.Is(cause, errCanceled) || errors.Is(cause, errDetached) || errors.Is(err, errBaseChanged) || rebased) {
+	if err != nil && (errors.Is(cause, errCanceled) || errors.Is(cause, errDetached) || errors.Is(err, errBaseChanged) || errors.Is(err, errStagedChanged) || rebased) {
 		err = errCanceled
 	}
 	return snap.gen, err

@@ -54,17 +54,17 @@ type File struct {
 	// that was closed (journaled as closed), made durable, asked to sync,
 	// and the gen of the last metadata change.
 	gen, closedGen, durableGen, syncGen, metaGen uint64
-	truncMin                                     int64  // smallest truncation since the running attempt's snapshot
+	truncMin                                     int64 // smallest truncation since the running attempt's snapshot
 	// written: the bytes written since the running attempt's snapshot
 	// (nil while none runs; see guardedReader).
-	written rangeSet
-	version                                      string // version of the last upload
-	journaled                                    string // state of the record on disk; "" when none
-	since                                        time.Time
-	live                                         bool // registered in Manager.byID
-	removed                                      bool // unlinked (or replaced); uploads nothing more
-	dropped                                      bool // durable and released: staging deleted, base is the object
-	uploads                                      []uploadRec
+	written   rangeSet
+	version   string // version of the last upload
+	journaled string // state of the record on disk; "" when none
+	since     time.Time
+	live      bool // registered in Manager.byID
+	removed   bool // unlinked (or replaced); uploads nothing more
+	dropped   bool // durable and released: staging deleted, base is the object
+	uploads   []uploadRec
 	// landing: the tokens the running attempt's object may carry
 	// (journaled); verify: the tokens of uploads of an earlier process to
 	// check before the first attempt (see checkLandings); tokens counts

@@ -40,6 +40,9 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 	if f := wb.Get(l.target()); f != nil {
 		staged = !f.HasBase(l.Key)
 		wb.Remove(l.target())
+		// The name is gone: an interrupt (EINTR) from now on would make
+		// the retried unlink fail with ENOENT. Finish it.
+		ctx = context.WithoutCancel(ctx)
 	}
 	// No upload of ours may land after the delete, and no dirty file may
 	// still read from this object.
@@ -195,6 +198,9 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 		if err := wb.Rename(src.target(), dst.target()); err != nil {
 			return err
 		}
+		// The name moved: an interrupt (EINTR) from now on would make the
+		// retried rename fail with ENOENT. Finish it.
+		ctx = context.WithoutCancel(ctx)
 		fs.moveHandles(src, dst, nil)
 		if f.HasBase(src.Key) {
 			return nil

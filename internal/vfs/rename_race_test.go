@@ -271,3 +271,51 @@ func readdirRace(t *testing.T) {
 		t.Errorf("readdir d = %v, %v; want c", ents, err)
 	}
 }
+
+// TestInterruptAfterPointOfNoReturn: an unlink or rename of a dirty file
+// interrupted (EINTR: its context cancelled) while it waits for the upload
+// in flight to the old name has happened all the same, so it reports
+// success: a retry would fail with ENOENT.
+func TestInterruptAfterPointOfNoReturn(t *testing.T) {
+	for _, op := range []string{"unlink", "rename"} {
+		t.Run(op, func(t *testing.T) {
+			g := newGate("d/x")
+			e := newRaceEnv(t, g)
+			bg := context.Background()
+			if err := e.fs.Mkdir(bg, "s3/bkt/d"); err != nil {
+				t.Fatal(err)
+			}
+			h, err := e.fs.Create(bg, "s3/bkt/d/x", 0o644, OpenFlags{Write: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Write([]byte("x"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Release(); err != nil {
+				t.Fatal(err)
+			}
+			<-g.caught
+			ctx, cancel := context.WithCancel(bg)
+			time.AfterFunc(50*time.Millisecond, cancel)
+			time.AfterFunc(150*time.Millisecond, g.release)
+			if op == "unlink" {
+				err = e.fs.Unlink(ctx, "s3/bkt/d/x")
+			} else {
+				err = e.fs.Rename(ctx, "s3/bkt/d/x", "s3/bkt/d/y", RenameFlags{})
+			}
+			if err != nil {
+				t.Fatalf("%s interrupted after it took effect: %v", op, err)
+			}
+			if err := e.wb.Drain(bg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.mem.Stat(bg, "d/x"); !errors.Is(err, objstore.ErrNotFound) {
+				t.Errorf("d/x is in the bucket: %v", err)
+			}
+			if _, err := e.mem.Stat(bg, "d/y"); (op == "rename") != (err == nil) {
+				t.Errorf("d/y: %v", err)
+			}
+		})
+	}
+}

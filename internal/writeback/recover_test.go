@@ -336,6 +336,11 @@ func TestLandedAnswerLost(t *testing.T) {
 				return &lostAnswerStore{recorder: e.rec, l: lost}, nil
 			}
 			cfg := e.config()
+			if crash {
+				// A final error is retried after a backoff (see
+				// permanentAttempts): the crash comes first.
+				cfg.RetryMin, cfg.RetryMax = 5*time.Second, 5*time.Second
+			}
 			m, err := New(context.Background(), cfg, resolve)
 			if err != nil {
 				t.Fatal(err)
@@ -347,8 +352,9 @@ func TestLandedAnswerLost(t *testing.T) {
 			f.Release()
 			waitFor(t, "the lost answer", func() bool { lost.mu.Lock(); defer lost.mu.Unlock(); return lost.done })
 			if crash {
-				waitFor(t, "the failure", func() bool { return m.Stats().Failures > 0 })
+				waitFor(t, "the failure", func() bool { st := m.Stats(); return st.Failures+st.Retries > 0 })
 				m.Close()
+				cfg = e.config()
 				if m, err = New(context.Background(), cfg, resolve); err != nil {
 					t.Fatal(err)
 				}

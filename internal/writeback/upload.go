@@ -18,6 +18,10 @@ var (
 	errDetached = errors.New("writeback: upload cancelled: its base is being detached")
 )
 
+// permanentAttempts is how many attempts in a row may fail with a final
+// error (see objstore.Retryable) before the upload loop gives up.
+const permanentAttempts = 3
+
 // errAbortsLeft ends an attempt that did everything else but abort a
 // multipart upload (see settleAbort). It is final: the upload loop stops
 // until kicked again (Drain kicks it once more); a record keeps the
@@ -105,6 +109,7 @@ func (f *File) wantsLocked() (data, cleanup bool) {
 func (f *File) uploadLoop() {
 	m := f.m
 	backoff := m.cfg.RetryMin
+	permanent := 0 // attempts in a row that failed with a final error
 	for {
 		f.mu.Lock()
 		data, cleanup := f.wantsLocked()
@@ -143,7 +148,7 @@ func (f *File) uploadLoop() {
 		tk.done()
 		switch {
 		case err == nil:
-			backoff = m.cfg.RetryMin
+			backoff, permanent = m.cfg.RetryMin, 0
 			continue
 		case m.ctx.Err() != nil:
 			f.stopLoop()
@@ -151,7 +156,14 @@ func (f *File) uploadLoop() {
 		case errors.Is(err, errCanceled):
 			continue
 		}
-		final := !objstore.Retryable(err) || errors.Is(err, errAbortsLeft)
+		// A final error (the backend refuses: 4xx) is retried a few
+		// times all the same (a permission being granted, a transient
+		// refusal), then reported; transient ones are retried until the
+		// drain's deadline.
+		if !objstore.Retryable(err) {
+			permanent++
+		}
+		final := (permanent >= permanentAttempts && !objstore.Retryable(err)) || errors.Is(err, errAbortsLeft)
 		f.mu.Lock()
 		f.lastErr, f.failedGen, f.final, f.finalKicks = err, gen, final, kicks
 		close(f.done)

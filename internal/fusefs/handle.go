@@ -7,6 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 
 	"github.com/ferry-fs/ferry/internal/metrics"
 	"github.com/ferry-fs/ferry/internal/vfs"
@@ -40,10 +41,12 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	// descriptor (spliced), without a copy through Go.
 	if f, fileOff, ok := h.h.CachedFile(off, len(dest)); ok {
 		n := min(int64(len(dest)), h.h.Size-off)
-		if n > spliceMin {
+		if n > spliceMin && n <= spliceMax() {
 			return fuse.ReadResultFd(f.Fd(), fileOff, int(n)), 0
 		}
 		// Small reads: one pread costs less than splice's three calls.
+		// Reads too large for one pipe (max_read is not ours through
+		// fusermount) are copied too.
 		if m, err := f.ReadAt(dest[:n], fileOff); err == nil || int64(m) == n {
 			return fuse.ReadResultData(dest[:n]), 0
 		}
@@ -58,6 +61,11 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 // spliceMin is the read size up to which cached bytes are copied with
 // pread rather than spliced.
 const spliceMin = 32 << 10
+
+// spliceMax is the largest read go-fuse can splice: the data and the
+// reply header (rounded up to a page) fit in one pipe. Beyond it go-fuse
+// fails the splice, logs, and falls back to a copy.
+func spliceMax() int64 { return int64(splice.MaxPipeSize()) - 2*4096 }
 
 // Write stages data on local disk.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {

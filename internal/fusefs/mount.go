@@ -3,10 +3,13 @@ package fusefs
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/ferry-fs/ferry/internal/metrics"
 	"github.com/ferry-fs/ferry/internal/vfs"
@@ -23,7 +26,20 @@ type Options struct {
 	// mount (FUSE allow_other). Off by default: only ferry's user (and
 	// root) see the files.
 	AllowOther bool
+	// ReadAheadKB is the kernel's readahead window on the mount, in KiB
+	// (default 4096; negative leaves the kernel's). See setReadAhead.
+	ReadAheadKB int
 }
+
+// maxRead is the largest READ request: the most go-fuse can splice
+// through one pipe (pipe-max-size, 1 MiB by default, holds the data and
+// the reply header), and a divisor of the cache's blocks and segments so
+// that a request never spans two segment files.
+const maxRead = 512 << 10
+
+// defaultReadAheadKB is the kernel readahead window set on a mount:
+// eight requests of maxRead in flight ahead of a sequential reader.
+const defaultReadAheadKB = 4096
 
 // Server is a mounted file system.
 type Server struct {
@@ -54,6 +70,11 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		EnableLocks:          false,
 		IgnoreSecurityLabels: true,
 		AllowOther:           opts.AllowOther,
+		// Reads of at most maxRead bytes (go-fuse puts max_read =
+		// MaxWrite first; a later value wins with mount(2), the path
+		// taken as root; through fusermount reads stay at MaxWrite and
+		// Read copies what it cannot splice).
+		Options: []string{fmt.Sprintf("max_read=%d", maxRead)},
 	}
 	srv, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions:    mo,
@@ -66,7 +87,28 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	if opts.ReadAheadKB == 0 {
+		opts.ReadAheadKB = defaultReadAheadKB
+	}
+	if opts.ReadAheadKB > 0 {
+		_ = setReadAhead(dir, opts.ReadAheadKB) // best effort: /sys may be read-only in a container
+	}
 	return &Server{srv: srv, dir: dir}, nil
+}
+
+// setReadAhead sets the readahead window of the mount at dir (the
+// read_ahead_kb of its backing device info). The kernel starts a FUSE
+// mount at 128 KiB whatever max_readahead the daemon asks for, so a
+// sequential reader's pages come in 128 KiB requests, one or two in
+// flight: eight times the requests (and context switches) per byte of a
+// 1 MiB request, and a pipeline too short to hide one round trip.
+func setReadAhead(dir string, kb int) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return err
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	return os.WriteFile(p, []byte(strconv.Itoa(kb)), 0)
 }
 
 // WaitMount blocks until the kernel answers requests on the mount.

@@ -3,10 +3,13 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/mem"
+	"golang.org/x/sys/unix"
 )
 
 // readMount is a mount over one mem bucket with a stat cache whose clock
@@ -156,5 +160,68 @@ func TestPageCacheAcrossOpens(t *testing.T) {
 		case s.where == ferry && d == 0:
 			t.Errorf("%s: no read reached ferry", s.name)
 		}
+	}
+}
+
+// readAheadKB returns the kernel readahead window of the mount holding
+// dir, in KiB.
+func readAheadKB(t *testing.T, dir string) int {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kb
+}
+
+// TestReadAhead checks that the mount's kernel readahead window is
+// raised from the kernel's 128 KiB, so that a sequential read of a cold
+// file reaches ferry in requests of maxRead rather than 128 KiB.
+func TestReadAhead(t *testing.T) {
+	m := mountRead(t)
+	if kb := readAheadKB(t, m.root); kb != defaultReadAheadKB {
+		t.Fatalf("read_ahead_kb = %d, want %d", kb, defaultReadAheadKB)
+	}
+	const size = 16 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7 / 4096)
+	}
+	m.put(t, "big", data)
+	f, err := os.Open(filepath.Join(m.root, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := m.reads()
+	buf := make([]byte, 128<<10) // what cat and cp read at a time
+	var got []byte
+	for {
+		k, err := f.Read(buf)
+		got = append(got, buf[:k]...)
+		if err == io.EOF || k == 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, not the object's %d", len(got), size)
+	}
+	// 32 requests of maxRead (512 KiB); 128 of 128 KiB with the kernel's
+	// default window.
+	d := m.reads() - n
+	t.Logf("a sequential read of %d MiB: %d requests", size>>20, d)
+	if d > 48 {
+		t.Errorf("a sequential read of %d MiB took %d requests, want <= 48 (%d KiB each)", size>>20, d, maxRead>>10)
 	}
 }

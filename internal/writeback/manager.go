@@ -42,6 +42,8 @@ type Manager struct {
 	closed bool
 	wg     sync.WaitGroup // every goroutine of the manager
 
+	deepPool deepPool // workers for calls that need a deep stack (see deep)
+
 	// chMu guards changed; it is a leaf lock.
 	chMu    sync.Mutex
 	changed chan struct{} // closed and replaced by notify
@@ -116,6 +118,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		delKeys:   map[Target]int{},
 		gone:      map[Target]string{},
 		recent:    map[Target]recentDrop{},
+		deepPool:  deepPool{work: make(chan deepCall)},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := m.recover(); err != nil {

@@ -98,7 +98,11 @@ func (m *Manager) put(ctx context.Context, st objstore.Store, key string, src io
 	if err := m.sched.acquire(ctx, class); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	info, err := st.Put(m.sendCtx(ctx), key, src, size, opts)
+	var (
+		info objstore.ObjectInfo
+		err  error
+	)
+	m.deep(func() { info, err = st.Put(m.sendCtx(ctx), key, src, size, opts) })
 	m.sched.release(class)
 	if err == nil {
 		m.uploadedBytes.Add(size)

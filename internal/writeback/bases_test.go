@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// Every test cross-checks the base index with a scan of every file, and
-// makes spares at normal priority (TestLowPriority tests the other).
+// Every test cross-checks the base and directory indexes with a scan of
+// every file, and makes spares at normal priority (TestLowPriority tests
+// the other).
 func init() {
 	checkBaseIndex = true
+	checkDirIndex = true
 	nicePrefill = false
 }
 

@@ -423,7 +423,7 @@ func (f *File) resurrectLocked() {
 		f.live, f.journaled = true, ""
 		f.indexLiveLocked()
 		f.m.byID[f.id] = f
-		f.m.files[f.target] = f
+		f.m.setFileLocked(f.target, f)
 		return
 	}
 	os.Remove(f.m.j.dataPath(f.id))
@@ -446,7 +446,7 @@ func (f *File) resurrectLocked() {
 	f.live = true
 	f.indexLiveLocked()
 	f.m.byID[f.id] = f
-	f.m.files[f.target] = f
+	f.m.setFileLocked(f.target, f)
 }
 
 // ensureLive resurrects a dropped file before a modification.

@@ -56,7 +56,8 @@ type Manager struct {
 
 	// mu guards the maps and stopped. Lock order: File.jmu, mu, File.mu.
 	mu       sync.Mutex
-	files    map[Target]*File // the namespace: dirty or open files by name
+	files    map[Target]*File // the namespace: dirty or open files by name (change it with setFileLocked, delFileLocked)
+	dirs     map[dirKey]int   // files under each directory (see dirindex.go)
 	byID     map[string]*File // every live file, including stubs
 	deleting map[Target]int   // deletes in flight; uploads to these keys wait
 	// uploading: keys an upload attempt claimed (see File.waitEligible);
@@ -112,6 +113,7 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		started:   time.Now(),
 		changed:   make(chan struct{}),
 		files:     map[Target]*File{},
+		dirs:      map[dirKey]int{},
 		byID:      map[string]*File{},
 		deleting:  map[Target]int{},
 		uploading: map[Target]*File{},
@@ -217,7 +219,8 @@ func (m *Manager) publish(f *File) error {
 		m.unlinkLocked(old)
 	}
 	f.live = true
-	m.files[f.target], m.byID[f.id] = f, f
+	m.setFileLocked(f.target, f)
+	m.byID[f.id] = f
 	rewrite := m.cancelDeletesLocked(f.target, f)
 	m.mu.Unlock()
 	if old != nil {
@@ -248,6 +251,10 @@ func (m *Manager) List(scheme, bucket, prefix string) []*File {
 	}
 	var found []named
 	m.mu.Lock()
+	if m.dirEmptyLocked(scheme, bucket, prefix) {
+		m.mu.Unlock()
+		return nil
+	}
 	for t, f := range m.files {
 		if t.Scheme == scheme && t.Bucket == bucket && strings.HasPrefix(t.Key, prefix) {
 			found = append(found, named{t.Key, f})
@@ -263,10 +270,19 @@ func (m *Manager) List(scheme, bucket, prefix string) []*File {
 }
 
 // HasUnder reports whether a dirty or open file of a bucket has a key
-// starting with prefix: len(List(…)) > 0 without sorting or allocating.
+// starting with prefix: len(List(…)) > 0 without sorting or allocating,
+// and without a scan when prefix ends in '/' (a directory).
 func (m *Manager) HasUnder(scheme, bucket, prefix string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if prefix != "" && prefix[len(prefix)-1] == '/' {
+		return !m.dirEmptyLocked(scheme, bucket, prefix)
+	}
+	return m.scanUnderLocked(scheme, bucket, prefix)
+}
+
+// scanUnderLocked is HasUnder by a scan of every file. Caller holds m.mu.
+func (m *Manager) scanUnderLocked(scheme, bucket, prefix string) bool {
 	for t := range m.files {
 		if t.Scheme == scheme && t.Bucket == bucket && strings.HasPrefix(t.Key, prefix) {
 			return true
@@ -299,7 +315,7 @@ func (m *Manager) unlinkLocked(f *File) {
 	f.removed = true
 	f.cancelAttemptLocked(errCanceled)
 	if m.files[f.target] == f {
-		delete(m.files, f.target)
+		m.delFileLocked(f.target)
 	}
 	f.mu.Unlock()
 }

@@ -121,7 +121,8 @@ func (m *Manager) openBase(t, bt Target, b objstore.ObjectInfo) (*File, error) {
 	if g == nil && !deleting && !stopped {
 		f.live = true
 		f.indexLiveLocked()
-		m.files[t], m.byID[f.id] = f, f
+		m.setFileLocked(t, f)
+		m.byID[f.id] = f
 	}
 	m.mu.Unlock()
 	if f.live {

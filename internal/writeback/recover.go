@@ -68,7 +68,7 @@ func (m *Manager) recoverOne(r *record, winner bool, scanned map[orphanScanKey]b
 		} else {
 			m.log.Info("writeback: recovered a staged file; uploading it", "path", path, "size", r.Size)
 		}
-		m.files[f.target] = f
+		m.setFileLocked(f.target, f)
 	case r.State == stateUploaded:
 		f.removed = true // durable already: only old names to delete
 		m.setDeletesLocked(f, r.DeleteAfter)

@@ -29,8 +29,8 @@ func (m *Manager) Rename(from, to Target) error {
 	if replaced != nil && replaced != f {
 		m.unlinkLocked(replaced)
 	}
-	delete(m.files, from)
-	m.files[to] = f
+	m.delFileLocked(from)
+	m.setFileLocked(to, f)
 	rewrite := m.cancelDeletesLocked(to, f)
 	depVersion, dependents := m.baseVersionLocked(from, f)
 	f.mu.Lock()
@@ -180,7 +180,7 @@ func (f *File) discard() {
 		delete(m.byID, f.id)
 	}
 	if m.files[f.target] == f {
-		delete(m.files, f.target)
+		m.delFileLocked(f.target)
 	}
 	if f.refs == 0 && f.fd != nil {
 		f.fd.Close()

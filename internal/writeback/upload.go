@@ -423,7 +423,7 @@ func (f *File) tryFinish() bool {
 		f.dropped = !f.removed
 		delete(m.byID, f.id)
 		if m.files[f.target] == f {
-			delete(m.files, f.target)
+			m.delFileLocked(f.target)
 			if f.dropped {
 				m.noteDropLocked(f)
 			}

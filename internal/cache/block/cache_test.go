@@ -320,6 +320,29 @@ func TestFillRandomUpTo(t *testing.T) {
 	waitFor(t, "background fill", func() bool { return f.cache.Cached(f.ref) == size })
 }
 
+// TestFillIsParallel checks that a background fill keeps fillParts GETs
+// in flight (8 with the default 32 workers), not one at a time.
+func TestFillIsParallel(t *testing.T) {
+	const size = 48 << 20
+	f := newFixture(t, size, Config{BlockSize: 1 << 20, PartSize: 1 << 20, FillRandomUpTo: size})
+	f.store.delay = 20 * time.Millisecond
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	buf := make([]byte, 4096)
+	if _, err := r.ReadAt(context.Background(), buf, 30<<20); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "background fill", func() bool { return f.cache.Cached(f.ref) == size })
+	reads, n, maxIn := f.store.stats()
+	// The fill queues 8 parts and tops up at 4 left; a read may add one.
+	if f.cache.fillParts() != 8 || maxIn < 6 {
+		t.Errorf("fill of %d parts: at most %d GETs in flight, want 8 parts and >= 6", f.cache.fillParts(), maxIn)
+	}
+	if n != size || reads > size>>20 {
+		t.Errorf("%d GETs, %d bytes for a %d-byte object", reads, n, size)
+	}
+}
+
 func TestPermissions(t *testing.T) {
 	f := newFixture(t, 100_000, Config{BlockSize: 64 << 10})
 	r := f.cache.Open(f.ref)

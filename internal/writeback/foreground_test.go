@@ -68,7 +68,8 @@ func foregroundEnv(t *testing.T) (*env, *Manager, *exactLink) {
 	link := &exactLink{}
 	e.setFaults(link.config())
 	cfg := e.config()
-	cfg.Concurrency = 4 // 16 light requests
+	cfg.Concurrency = 4
+	cfg.SmallConcurrency = 16
 	cfg.ForegroundUploads = 2
 	// Long enough that a test goroutine descheduled for a while does not
 	// look like a quiet foreground.

@@ -42,6 +42,7 @@ type DirEntry struct {
 // creates or removes a name.
 type Listing struct {
 	Expires time.Time
+	Loaded  time.Time // when it was listed (zero when built by NewListing)
 
 	mu      sync.Mutex          // guards entries
 	entries map[string]DirEntry // guarded by mu
@@ -117,6 +118,7 @@ type Cache struct {
 	cfg   Config
 	stats *ristretto.Cache[string, *Entry]
 	lists *ristretto.Cache[string, *Listing]
+	ld    loads // listing loads in progress, directories too big (load.go)
 }
 
 // New builds a cache.
@@ -142,7 +144,10 @@ func New(cfg Config) (*Cache, error) {
 		st.Close()
 		return nil, err
 	}
-	return &Cache{cfg: cfg, stats: st, lists: ls}, nil
+	c := &Cache{cfg: cfg, stats: st, lists: ls}
+	c.ld.flights = map[string]*flight{}
+	c.ld.tooBig = map[string]time.Time{}
+	return c, nil
 }
 
 // Stat returns a fresh cached entry for key.
@@ -184,7 +189,9 @@ func (c *Cache) List(dir string) (*Listing, bool) {
 
 // PutList caches a listing of dir built from entries and returns it.
 func (c *Cache) PutList(dir string, entries []DirEntry) *Listing {
-	l := NewListing(entries, c.cfg.Now().Add(c.cfg.ListTTL))
+	now := c.cfg.Now()
+	l := NewListing(entries, now.Add(c.cfg.ListTTL))
+	l.Loaded = now
 	if c.cfg.ListTTL > 0 {
 		c.lists.SetWithTTL(dir, l, int64(len(entries)+1), c.cfg.ListTTL)
 		c.lists.Wait() // lookups that follow a readdir must see it
@@ -192,11 +199,16 @@ func (c *Cache) PutList(dir string, entries []DirEntry) *Listing {
 	return l
 }
 
-// ForgetList drops the listing of dir.
-func (c *Cache) ForgetList(dir string) { c.lists.Del(dir) }
+// ForgetList drops the listing of dir (and does not cache a load of it
+// in progress).
+func (c *Cache) ForgetList(dir string) {
+	c.changed(dir)
+	c.lists.Del(dir)
+}
 
-// Clear drops everything.
+// Clear drops everything (and caches no load in progress).
 func (c *Cache) Clear() {
+	c.changedAll()
 	c.stats.Clear()
 	c.lists.Clear()
 }

@@ -71,7 +71,7 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	// Files staged below make l a directory (a directory shadows an
 	// object of its name), without asking the store: it may be
 	// unreachable, and the task must keep working on what it staged.
-	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) > 0 {
+	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
 		return dirAttr, nil
 	}
 	// The parent's cached listing answers for names it holds (and for
@@ -85,6 +85,15 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	}
 	if ok {
 		e, found := ls.Has(name)
+		if found && e.Kind == meta.KindFile && e.Info.Version == "" {
+			// Created through the mount and uploaded since (it is not
+			// dirty): the listing lacks what the bucket knows of it.
+			// Listing again answers the names uploaded with it at once.
+			if nls, ok := fs.relist(ctx, par, ls); ok {
+				ls = nls
+				e, found = ls.Has(name)
+			}
+		}
 		switch {
 		case !found:
 			return Attr{}, syscall.ENOENT
@@ -149,7 +158,7 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 		fs.deps.Meta.PutStat(ck, kind, info)
 		return entryAttr(kind, info), nil
 	}
-	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) > 0 {
+	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
 		return dirAttr, nil // only dirty files below: a directory being written
 	}
 	fs.deps.Meta.PutNegative(ck)
@@ -234,10 +243,31 @@ func (fs *FS) missedOften(dir Loc) bool {
 	return m.n > 3
 }
 
-// tryListing lists dir for lookups; a failure only means the lookup asks
-// the store directly.
+// tryListing lists dir for lookups (at most lookupMaxPages pages); a
+// failure, or a directory too big, only means the lookup asks the store
+// directly.
 func (fs *FS) tryListing(ctx context.Context, dir Loc) (*meta.Listing, bool) {
-	ls, err := fs.listing(ctx, dir)
+	if fs.deps.Meta.TooBig(dir.cacheKey()) {
+		return nil, false
+	}
+	ls, err := fs.listDir(ctx, dir, lookupMaxPages, nil)
+	return ls, err == nil
+}
+
+// relistAfter is the age from which a listing holding names created
+// through the mount and uploaded since is listed again for a lookup of
+// one of them; a younger one leaves the lookup to one HEAD, so that
+// lookups during a long upload do not list the directory over and over.
+// A variable for tests.
+var relistAfter = 2 * time.Second
+
+// relist lists dir again for lookups when old, its cached listing, is
+// older than relistAfter (or gone). Concurrent lookups share one listing.
+func (fs *FS) relist(ctx context.Context, dir Loc, old *meta.Listing) (*meta.Listing, bool) {
+	if time.Since(old.Loaded) < relistAfter || fs.deps.Meta.TooBig(dir.cacheKey()) {
+		return nil, false
+	}
+	ls, err := fs.listDir(ctx, dir, lookupMaxPages, func(ls *meta.Listing) bool { return ls != old })
 	return ls, err == nil
 }
 
@@ -245,7 +275,7 @@ func (fs *FS) tryListing(ctx context.Context, dir Loc) (*meta.Listing, bool) {
 // count): staged files below, a cached directory entry, or keys below l
 // in the bucket other than old names pending deletion.
 func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
-	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.Key+"/")) > 0 {
+	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
 		return dirAttr, nil
 	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok && e.Kind == meta.KindDir {

@@ -53,9 +53,31 @@ func (fs *FS) Readdir(ctx context.Context, p string) ([]DirEntry, error) {
 // listing returns the (cached) listing of directory l, merged with dirty
 // files below it.
 func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
-	if ls, ok := fs.deps.Meta.List(l.cacheKey()); ok && !fs.staleCreated(l, ls) {
-		return ls, nil
+	return fs.listDir(ctx, l, 0, func(ls *meta.Listing) bool { return !fs.staleCreated(l, ls) })
+}
+
+// lookupMaxPages caps a listing made for lookups (not for readdir): a
+// directory with more entries is answered name by name.
+const lookupMaxPages = 100
+
+// listDir returns the cached listing of l when fresh (and ok accepts it),
+// else lists l: at most maxPages pages when maxPages > 0 (meta.ErrTooBig
+// beyond). Concurrent callers share one listing (meta.Cache.LoadList).
+func (fs *FS) listDir(ctx context.Context, l Loc, maxPages int, ok func(*meta.Listing) bool) (*meta.Listing, error) {
+	for try := 0; ; try++ {
+		ls, err := fs.deps.Meta.LoadList(l.cacheKey(), maxPages > 0, ok, func() ([]meta.DirEntry, error) {
+			return fs.loadDir(ctx, l, maxPages)
+		})
+		if try < 3 && err != nil && ctx.Err() == nil && (errIs(err, context.Canceled) || errIs(err, context.DeadlineExceeded)) {
+			continue // the caller whose listing we shared was interrupted, not us
+		}
+		return ls, err
 	}
+}
+
+// loadDir lists the directory l (see listDir), merged with dirty files
+// below it.
+func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry, error) {
 	st, err := fs.store(ctx, l)
 	if err != nil {
 		fs.logErr("readdir", l, err)
@@ -70,7 +92,10 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 	pending := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)
 	var ents []meta.DirEntry
 	opts := objstore.ListOptions{Prefix: prefix, Delimiter: "/"}
-	for {
+	for pages := 1; ; pages++ {
+		if maxPages > 0 && pages > maxPages {
+			return nil, meta.ErrTooBig
+		}
 		page, err := st.List(ctx, opts)
 		if err != nil {
 			fs.logErr("readdir", l, err)
@@ -92,11 +117,15 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 				fs.logOdd(l, pf)
 				continue
 			}
-			if hidden, err := fs.hiddenDir(ctx, st, l.child(name)); err != nil {
-				fs.logErr("readdir", l, err)
-				return nil, err
-			} else if hidden {
-				continue // only old names of renamed files, about to go
+			// Only a prefix holding old names pending deletion may be
+			// hidden (hiddenDir scans the pending deletes: not per prefix).
+			if hasPrefixed(pending, pf) {
+				if hidden, err := fs.hiddenDir(ctx, st, l.child(name)); err != nil {
+					fs.logErr("readdir", l, err)
+					return nil, err
+				} else if hidden {
+					continue // only old names of renamed files, about to go
+				}
 			}
 			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindDir})
 		}
@@ -111,13 +140,23 @@ func (fs *FS) listing(ctx context.Context, l Loc) (*meta.Listing, error) {
 			return nil, err
 		}
 	}
-	for _, k := range pending {
+	if len(pending) > 0 {
+		gone := make(map[string]bool, len(pending))
+		for _, k := range pending {
+			gone[k] = true
+		}
 		ents = slices.DeleteFunc(ents, func(e meta.DirEntry) bool {
-			return e.Kind != meta.KindDir && prefix+e.Name == k
+			return e.Kind != meta.KindDir && gone[prefix+e.Name]
 		})
 	}
 	ents = append(ents, dirty...) // a dirty file replaces its listed object
-	return fs.deps.Meta.PutList(l.cacheKey(), ents), nil
+	return ents, nil
+}
+
+// hasPrefixed reports whether a key of sorted starts with prefix.
+func hasPrefixed(sorted []string, prefix string) bool {
+	i, _ := slices.BinarySearch(sorted, prefix)
+	return i < len(sorted) && strings.HasPrefix(sorted[i], prefix)
 }
 
 // dirtyEntries returns the entries of directory l (whose prefix is
@@ -153,16 +192,12 @@ func validName(n string) bool {
 func (fs *FS) noteCreated(l Loc, kind meta.Kind) {
 	fs.deps.Meta.Forget(l.cacheKey())
 	par, name := l.parent()
-	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
-		ls.Add(meta.DirEntry{Name: name, Kind: kind})
-	}
+	fs.deps.Meta.AddEntry(par.cacheKey(), meta.DirEntry{Name: name, Kind: kind})
 	// Ancestors that were only implied by keys may now exist.
 	for par.Key != "" {
 		fs.deps.Meta.Forget(par.cacheKey())
 		gp, pname := par.parent()
-		if ls, ok := fs.deps.Meta.List(gp.cacheKey()); ok {
-			ls.Add(meta.DirEntry{Name: pname, Kind: meta.KindDir})
-		}
+		fs.deps.Meta.AddEntry(gp.cacheKey(), meta.DirEntry{Name: pname, Kind: meta.KindDir})
 		par = gp
 	}
 }
@@ -172,8 +207,11 @@ func (fs *FS) noteRemoved(l Loc) {
 	fs.deps.Meta.Forget(l.cacheKey())
 	fs.deps.Meta.ForgetList(l.cacheKey())
 	par, name := l.parent()
-	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
-		ls.Remove(name)
+	fs.deps.Meta.RemoveEntry(par.cacheKey(), name)
+	// A directory above may now show empty, or not at all.
+	for par.Key != "" {
+		par, _ = par.parent()
+		fs.deps.Meta.Touch(par.cacheKey())
 	}
 }
 
@@ -224,7 +262,7 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 	if a.Kind != meta.KindDir {
 		return syscall.ENOTDIR
 	}
-	if len(fs.deps.Writeback.List(l.Scheme, l.Bucket, l.dirPrefix())) > 0 {
+	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.dirPrefix()) {
 		return syscall.ENOTEMPTY
 	}
 	st, err := fs.store(ctx, l)

@@ -4,11 +4,11 @@
 usage: sampler.py OUT PID[,PID...] [--tree]
 
 Every 0.25 s sums the RSS of the PIDs (with --tree: and all their descendants)
-and keeps the maximum; CPU = for each PID, (utime+stime) at the last sample
-minus at the first (with --tree: plus cutime+cstime, the CPU of reaped
-children). Stops when every PID has exited or on SIGTERM, then writes
-"peak_MiB cpu_s" to OUT. A PID that exits between samples loses at most 0.25 s
-of CPU.
+and keeps the maximum; CPU = for each process sampled, (utime+stime) at its
+last sample minus at the first sample of the run (a descendant that appears
+later counts from 0). Stops when every PID has exited or on SIGTERM, then
+writes "peak_MiB cpu_s" to OUT. A process that exits between samples loses at
+most 0.25 s of CPU.
 """
 import os
 import signal
@@ -53,26 +53,27 @@ def rss(pid):
 def main():
     out, roots, tree = sys.argv[1], [int(p) for p in sys.argv[2].split(",") if p], "--tree" in sys.argv
     signal.signal(signal.SIGTERM, on_term)
-    first, last, peak = {}, {}, 0
+    first, last, peak, started = {}, {}, 0, False
     while not stop:
-        alive, total = 0, 0
-        for r in roots:
+        pids, frontier = [], [r for r in roots if os.path.exists("/proc/%d" % r)]
+        if not frontier:
+            break
+        pids += frontier
+        while tree and frontier:
+            frontier = [c for p in frontier for c in children(p)]
+            pids += frontier
+        total = 0
+        for p in pids:
             try:
-                f = stat_fields(r)
+                f = stat_fields(p)
             except OSError:
                 continue
-            alive += 1
-            ticks = int(f[11]) + int(f[12]) + ((int(f[13]) + int(f[14])) if tree else 0)
-            first.setdefault(r, ticks)
-            last[r] = ticks
-            pids, frontier = [r], [r]
-            while tree and frontier:
-                frontier = [c for p in frontier for c in children(p)]
-                pids += frontier
-            total += sum(rss(p) for p in pids)
+            ticks = int(f[11]) + int(f[12])
+            first.setdefault(p, ticks if not started else 0)
+            last[p] = ticks
+            total += rss(p)
+        started = True
         peak = max(peak, total)
-        if not alive:
-            break
         time.sleep(0.25)
     cpu = sum(last[r] - first[r] for r in first) / TCK
     with open(out, "w") as f:

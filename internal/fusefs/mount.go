@@ -59,11 +59,16 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	neg := time.Second
 	root := &node{v: v, m: opts.Metrics}
 	mo := fuse.MountOptions{
-		FsName:               "ferry",
-		Name:                 "ferry",
-		MaxWrite:             1 << 20,
-		MaxReadAhead:         1 << 20,
-		MaxBackground:        64,
+		FsName:       "ferry",
+		Name:         "ferry",
+		MaxWrite:     1 << 20,
+		MaxReadAhead: 1 << 20,
+		// Asynchronous requests (readahead) in flight, all readers
+		// together: each holds a go-fuse input buffer of MaxWrite and an
+		// output buffer of up to maxRead while ferry serves it. 64, with
+		// eight 512 KiB readahead requests per reader, took ferry's peak
+		// RSS from 121 to 148 MiB with 32 readers; 32 keeps it at 130.
+		MaxBackground:        32,
 		DisableXAttrs:        true,
 		DirectMount:          os.Geteuid() == 0,
 		Debug:                opts.Debug,

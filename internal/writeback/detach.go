@@ -12,8 +12,9 @@ import (
 // still land, and is then deleted), makes every dirty file that still
 // reads clean bytes from the object (its base: a file opened on t and
 // renamed away, for example) independent of it, by copying those bytes
-// into its staging file, and drops a pending delete of t (see
-// PendingDelete), the caller now owning that name. Writeback does the same
+// into its staging file, drops a pending delete of t (see PendingDelete),
+// the caller now owning that name, and waits for a delete of t already
+// in flight to end. Writeback does the same
 // itself before its own uploads and deletes. It returns ctx's error, or
 // the error of reading a base (objstore.ErrPrecondition when t changed).
 func (m *Manager) Detach(ctx context.Context, t Target) error {
@@ -32,7 +33,12 @@ func (m *Manager) Detach(ctx context.Context, t Target) error {
 		}
 	}
 	m.notify()
-	return nil
+	// A delete of t already sent is not cancelled: it must end before the
+	// caller writes t, or it could delete what the caller wrote (a delete
+	// guarded by version is a HEAD then a DELETE on stores that ignore
+	// If-Match on deletes).
+	_, err := m.waitNoDelete(ctx, t)
+	return err
 }
 
 // waitNoUpload waits until no upload attempt holds a claim on t.

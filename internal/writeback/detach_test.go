@@ -6,6 +6,7 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
 )
@@ -104,4 +105,37 @@ func TestReadWhileOwnUploadLands(t *testing.T) {
 		}
 	}
 	drain(t, m)
+}
+
+// TestDetachWaitsForDeleteInFlight: Detach of a key whose delete (the old
+// name of a renamed file, now durable) is already on the wire returns only
+// once that delete ended: the caller's write of the key that follows is
+// never deleted by it.
+func TestDetachWaitsForDeleteInFlight(t *testing.T) {
+	e := newEnv(t)
+	g := e.gate(opKey(faulty.OpDelete, "a"))
+	e.setFaults(faulty.Config{Stall: g.stall})
+	m := e.manager()
+	orig := pattern(100, 1)
+	e.putObject("a", orig)
+	f := openBase(t, e, m, "a")
+	f.WriteAt([]byte("new"), 0)
+	vfsRename(t, e, m, "a", "b")
+	f.Release()
+	waitFor(t, "the delete of a to be held", func() bool { return g.held.Load() == 1 })
+	done := make(chan error, 1)
+	go func() { done <- m.Detach(context.Background(), tgt("a")) }() // owner: this test, which reads done
+	select {
+	case err := <-done:
+		t.Fatalf("Detach returned (%v) while the delete of a was in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.putObject("a", []byte("written by the vfs"))
+	drain(t, m)
+	e.wantObject("a", []byte("written by the vfs"))
+	e.wantObject("b", append([]byte("new"), orig[3:]...))
 }

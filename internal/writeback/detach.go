@@ -126,9 +126,10 @@ func (f *File) materialize(ctx context.Context, key string) error {
 			f.baseLimit = 0
 			f.mu.Unlock()
 			// An attempt started during the fill may hold the base in its
-			// snapshot: it must have ended before the caller overwrites
-			// or deletes the object.
-			if err := f.endAttempt(ctx, errDetached); err != nil {
+			// snapshot: it must have ended (or be past its last read of
+			// the base: a stalled Put from the staging file is not waited
+			// for) before the caller overwrites or deletes the object.
+			if err := f.endBaseReads(ctx, errDetached); err != nil {
 				return err
 			}
 			return f.writeRecord()

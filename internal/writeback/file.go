@@ -86,8 +86,12 @@ type File struct {
 	// attemptsStarted and attemptsEnded number the attempts (one at a
 	// time): the running one is attemptsStarted when they differ.
 	attemptsStarted, attemptsEnded uint64
-	lastErr                        error
-	failedGen                      uint64 // gen covered by the last failed attempt
+	// baseReadsDone is the number of the attempt that no longer reads its
+	// base (its staging file is complete and its last request, a Put from
+	// it, is about to be sent): materialize need not wait for it to end.
+	baseReadsDone uint64
+	lastErr       error
+	failedGen     uint64 // gen covered by the last failed attempt
 	// final: lastErr is final, so the loop stops unless kicked since the
 	// failed attempt began (kicks counts kicks; finalKicks is the count
 	// when that attempt began).

@@ -84,6 +84,14 @@ func (f *File) putWhole(ctx context.Context, st objstore.Store, snap snapshot, o
 	if err := f.fillPart(ctx, st, snap, span{0, snap.size}); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
+	// From here on the attempt reads the staging file only: a Detach of
+	// the base need not wait for the Put, which sendCtx keeps running to
+	// its answer (it may stall for as long as the store does). Marked
+	// under f.mu before the Put is sent, so a materialize that saw no mark
+	// cancelled the attempt first, and the Put is then not sent.
+	f.mu.Lock()
+	f.baseReadsDone = f.attemptsStarted
+	f.mu.Unlock()
 	rd, err := os.Open(m.j.dataPath(f.id))
 	if err != nil {
 		return objstore.ObjectInfo{}, err
@@ -364,6 +372,7 @@ func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []upload
 		}
 		err := mp.AbortUpload(ctx, u.Key, u.ID)
 		f.m.sched.release(classLight)
+		f.m.log.Info("DEBUGORPHAN abortStale", "key", u.Key, "upload", u.ID, "err", err)
 		if err != nil && ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

@@ -156,8 +156,10 @@ func (m *Manager) abortOrphansOf(ctx context.Context, l objstore.UploadLister, m
 	if err != nil {
 		return err
 	}
+	m.log.Debug("writeback: looking for multipart uploads a killed ferry left", "key", s.key, "since", s.since, "until", m.started, "found", len(ups))
 	for _, u := range ups {
 		if known[u.ID] || u.Initiated.Before(s.since) || !u.Initiated.Before(m.started) {
+			m.log.Debug("writeback: multipart upload left alone", "key", s.key, "upload", u.ID, "initiated", u.Initiated, "ours", known[u.ID])
 			continue
 		}
 		if err := m.sched.acquire(ctx, classLight); err != nil {

@@ -2,15 +2,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/xml"
 	"fmt"
-	"io"
-	"net/url"
 	"path"
 	"sort"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -202,32 +198,4 @@ func (l *crashLedger) check(e *s3env) []string {
 	l.free = map[string]bool{}
 	sort.Strings(diffs)
 	return diffs
-}
-
-// openUploads lists the bucket's unfinished multipart uploads as
-// "key (upload id, initiated)".
-func openUploads(t *testing.T, e *s3env) []string {
-	t.Helper()
-	resp, err := e.srv.Do(context.Background(), "GET", "/"+e.bucket, url.Values{"uploads": {""}}, nil, nil)
-	if err != nil {
-		t.Fatalf("list multipart uploads: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out struct {
-		Uploads []struct {
-			Key       string `xml:"Key"`
-			UploadID  string `xml:"UploadId"`
-			Initiated string `xml:"Initiated"`
-		} `xml:"Upload"`
-	}
-	if err := xml.Unmarshal(b, &out); err != nil {
-		t.Fatalf("list multipart uploads: %v\n%s", err, b)
-	}
-	var s []string
-	for _, u := range out.Uploads {
-		s = append(s, fmt.Sprintf("%s (upload %.12s…, initiated %s)", u.Key, u.UploadID, u.Initiated))
-	}
-	sort.Strings(s)
-	return s
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // liveUploads returns the multipart uploads left in the bucket (formatted
-// as openUploads does), and apart the phantoms of MinIO's bucket-wide
+// as "key (upload id, initiated)"), and apart the phantoms of MinIO's bucket-wide
 // listing.
 //
 // MinIO answers ListMultipartUploads without a prefix from an in-memory

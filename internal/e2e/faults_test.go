@@ -218,7 +218,7 @@ func TestFaultsWorkload(t *testing.T) {
 	if diffs := compareBucket(e, tree, ""); len(diffs) > 0 {
 		t.Errorf("bucket differs from the reference (seed %d):\n%s", seed, strings.Join(diffs, "\n"))
 	}
-	if ups := openUploads(t, e); len(ups) > 0 {
+	if ups, _ := liveUploads(t, e); len(ups) > 0 {
 		t.Errorf("multipart uploads left behind:\n%s", strings.Join(ups, "\n"))
 	}
 	st := p.stats()
@@ -298,7 +298,7 @@ sha256sum in/data
 			t.Errorf("%s still exists after its rename", k)
 		}
 	}
-	if ups := openUploads(t, e); len(ups) > 0 {
+	if ups, _ := liveUploads(t, e); len(ups) > 0 {
 		t.Errorf("multipart uploads left behind:\n%s", strings.Join(ups, "\n"))
 	}
 }
@@ -395,7 +395,7 @@ touch %[3]s
 	if _, err := e.stat("out/moved-src.txt"); err == nil {
 		t.Errorf("out/moved-src.txt exists after its rename")
 	}
-	if ups := openUploads(t, e); len(ups) > 0 {
+	if ups, _ := liveUploads(t, e); len(ups) > 0 {
 		t.Errorf("multipart uploads left behind:\n%s", strings.Join(ups, "\n"))
 	}
 }

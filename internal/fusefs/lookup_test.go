@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/cache/meta"
-	"github.com/ferry-fs/ferry/internal/vfs"
 	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/mem"
@@ -43,48 +38,8 @@ func (s *metaCounter) requests() (lists, stats int64) { return s.lists.Swap(0), 
 // mountCounted mounts a vfs over st as s3/bkt and returns the bucket's
 // directory on the mount and the writeback manager.
 func mountCounted(t *testing.T, st objstore.Store) (string, *writeback.Manager) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Fatalf("/dev/fuse: %v", err)
-	}
-	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
-		if scheme == "s3" && bucket == "bkt" {
-			return st, nil
-		}
-		return nil, objstore.ErrNoBucket
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wb, err := writeback.New(context.Background(), writeback.Config{Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log}, resolve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: 5 * time.Second, MaxEntries: 100000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := vfs.New(vfs.Options{}, vfs.Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
-	dir := t.TempDir()
-	srv, err := Mount(dir, v, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.WaitMount(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-		srv.Wait()
-		wb.Close()
-		bc.Close()
-		mc.Close()
-	})
-	return filepath.Join(dir, "s3", "bkt"), wb
+	root, wb, _ := mountStore(t, st, meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: 5 * time.Second, MaxEntries: 100000})
+	return root, wb
 }
 
 // TestLookupStormThroughMount: lstat of every name of a directory of

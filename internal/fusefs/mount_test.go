@@ -22,11 +22,19 @@ import (
 // mountMem mounts a vfs over one mem bucket (s3/bkt) and returns the
 // bucket's directory on the mount.
 func mountMem(t *testing.T) string {
+	root, _, _ := mountStore(t, mem.New(mem.Options{Bucket: "bkt"}),
+		meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Second, MaxEntries: 10000})
+	return root
+}
+
+// mountStore mounts a vfs over st as s3/bkt with the meta cache of mcfg
+// and returns the bucket's directory on the mount, the writeback manager
+// and the block cache; all are closed and unmounted at the test's end.
+func mountStore(t *testing.T, st objstore.Store, mcfg meta.Config) (string, *writeback.Manager, *block.Cache) {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("/dev/fuse: %v", err)
 	}
-	st := mem.New(mem.Options{Bucket: "bkt"})
 	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
 		if scheme == "s3" && bucket == "bkt" {
 			return st, nil
@@ -38,7 +46,7 @@ func mountMem(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Second, MaxEntries: 10000})
+	mc, err := meta.New(mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +72,7 @@ func mountMem(t *testing.T) string {
 		bc.Close()
 		mc.Close()
 	})
-	return filepath.Join(dir, "s3", "bkt")
+	return filepath.Join(dir, "s3", "bkt"), wb, bc
 }
 
 // TestNodes drives the kernel through the FUSE nodes: one inode per name,

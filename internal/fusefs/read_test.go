@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,8 +16,6 @@ import (
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/cache/meta"
-	"github.com/ferry-fs/ferry/internal/vfs"
-	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/mem"
 	"golang.org/x/sys/unix"
@@ -49,54 +46,13 @@ func (m *readMount) reads() int64 {
 }
 
 func mountRead(t *testing.T) *readMount {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Fatalf("/dev/fuse: %v", err)
-	}
 	m := &readMount{st: mem.New(mem.Options{Bucket: "bkt"}), now: time.Now()}
-	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
-		if scheme == "s3" && bucket == "bkt" {
-			return m.st, nil
-		}
-		return nil, objstore.ErrNoBucket
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wb, err := writeback.New(context.Background(), writeback.Config{Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log}, resolve)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := func() time.Time {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.now
 	}
-	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Second, MaxEntries: 10000, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.bc, err = block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := vfs.New(vfs.Options{}, vfs.Deps{Resolve: resolve, Writeback: wb, Blocks: m.bc, Meta: mc, Logger: log})
-	dir := t.TempDir()
-	srv, err := Mount(dir, v, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.WaitMount(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-		srv.Wait()
-		wb.Close()
-		m.bc.Close()
-		mc.Close()
-	})
-	m.root = filepath.Join(dir, "s3", "bkt")
+	m.root, _, m.bc = mountStore(t, m.st, meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Second, MaxEntries: 10000, Now: clock})
 	return m
 }
 

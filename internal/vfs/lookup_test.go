@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-fs/ferry/internal/cache/block"
-	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/mem"
@@ -68,26 +65,8 @@ func newLookupEnv(t *testing.T) *lookupEnv {
 		}
 		return nil, objstore.ErrNoBucket
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wb, err := writeback.New(context.Background(), writeback.Config{
-		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
-		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
-	}, resolve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wb.Close() })
-	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Minute, MaxEntries: 100000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mc.Close)
-	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bc.Close() })
-	return &lookupEnv{t: t, wb: wb, st: st, fs: New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})}
+	fs, wb := newTestFS(t, resolve, 100000, 64<<20)
+	return &lookupEnv{t: t, wb: wb, st: st, fs: fs}
 }
 
 // seed stores n objects d/fNNNNN of 10 bytes directly in the bucket.

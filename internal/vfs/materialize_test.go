@@ -5,14 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/ferry-fs/ferry/internal/cache/block"
-	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/mem"
@@ -40,27 +35,7 @@ func newMatEnv(t *testing.T, memOpts mem.Options) *matEnv {
 		}
 		return nil, objstore.ErrNoBucket
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wb, err := writeback.New(context.Background(), writeback.Config{
-		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
-		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
-	}, resolve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wb.Close() })
-	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Minute, MaxEntries: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mc.Close)
-	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 256 << 20, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bc.Close() })
-	e.wb = wb
-	e.fs = New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
+	e.fs, e.wb = newTestFS(t, resolve, 10000, 256<<20)
 	return e
 }
 

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ferry-fs/ferry/internal/cache/block"
-	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
@@ -111,27 +107,8 @@ func newRaceEnv(t *testing.T, g *gate) *raceEnv {
 		}
 		return nil, objstore.ErrNoBucket
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wb, err := writeback.New(context.Background(), writeback.Config{
-		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
-		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
-	}, resolve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.release(); wb.Close() })
-	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Minute, MaxEntries: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mc.Close)
-	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bc.Close() })
-	e.wb = wb
-	e.fs = New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
+	e.fs, e.wb = newTestFS(t, resolve, 10000, 64<<20)
+	t.Cleanup(g.release)
 	return e
 }
 

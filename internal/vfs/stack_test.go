@@ -1,0 +1,42 @@
+package vfs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
+
+// newTestFS builds an FS over resolve with a writeback manager (fast
+// retries), a meta cache of maxEntries and a block cache of blockBytes,
+// all closed at the test's end. Cleanups registered after it run first.
+func newTestFS(t *testing.T, resolve func(ctx context.Context, scheme, bucket string) (objstore.Store, error), maxEntries, blockBytes int64) (*FS, *writeback.Manager) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	wb, err := writeback.New(context.Background(), writeback.Config{
+		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
+		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond,
+	}, resolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	mc, err := meta.New(meta.Config{StatTTL: time.Minute, ListTTL: time.Minute, NegativeTTL: time.Minute, MaxEntries: maxEntries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mc.Close)
+	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: blockBytes, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bc.Close() })
+	return New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log}), wb
+}

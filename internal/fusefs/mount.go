@@ -9,7 +9,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/ferry-fs/ferry/internal/metrics"
 	"github.com/ferry-fs/ferry/internal/vfs"
@@ -112,8 +111,15 @@ func setReadAhead(dir string, kb int) error {
 	if err := syscall.Stat(dir, &st); err != nil {
 		return err
 	}
-	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-	return os.WriteFile(p, []byte(strconv.Itoa(kb)), 0)
+	return os.WriteFile(bdiPath(uint64(st.Dev)), []byte(strconv.Itoa(kb)), 0)
+}
+
+// bdiPath is the read_ahead_kb file of the device dev (Linux's dev_t
+// encoding, as glibc's major() and minor() decode it).
+func bdiPath(dev uint64) string {
+	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
+	minor := dev&0xff | (dev>>12)&0xffffff00
+	return fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", major, minor)
 }
 
 // WaitMount blocks until the kernel answers requests on the mount.

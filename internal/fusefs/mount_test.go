@@ -128,3 +128,20 @@ func TestNodes(t *testing.T) {
 		t.Errorf("fsync of a directory: %v", err)
 	}
 }
+
+// TestBdiPath decodes Linux dev_t numbers as glibc's major()/minor() do.
+func TestBdiPath(t *testing.T) {
+	for _, tc := range []struct {
+		dev  uint64
+		want string
+	}{
+		{0x35, "/sys/class/bdi/0:53/read_ahead_kb"},                 // 0:53, a FUSE mount
+		{0x10303, "/sys/class/bdi/259:3/read_ahead_kb"},             // 259:3 (8-bit minor)
+		{0x11112c70, "/sys/class/bdi/300:70000/read_ahead_kb"},      // 20-bit minor
+		{0x100011138870, "/sys/class/bdi/5000:70000/read_ahead_kb"}, // major above 4095
+	} {
+		if got := bdiPath(tc.dev); got != tc.want {
+			t.Errorf("bdiPath(%#x) = %s, want %s", tc.dev, got, tc.want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 	"github.com/ferry-fs/ferry/pkg/objstore/mem"
-	"golang.org/x/sys/unix"
 )
 
 // readMount is a mount over one mem bucket with a stat cache whose clock
@@ -132,7 +130,7 @@ func readAheadKB(t *testing.T, dir string) int {
 	if err := syscall.Stat(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	b, err := os.ReadFile(bdiPath(uint64(st.Dev)))
 	if err != nil {
 		t.Fatal(err)
 	}

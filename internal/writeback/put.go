@@ -372,7 +372,6 @@ func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []upload
 		}
 		err := mp.AbortUpload(ctx, u.Key, u.ID)
 		f.m.sched.release(classLight)
-		f.m.log.Info("DEBUGORPHAN abortStale", "key", u.Key, "upload", u.ID, "err", err)
 		if err != nil && ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

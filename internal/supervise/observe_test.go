@@ -140,7 +140,9 @@ func TestObserver(t *testing.T) {
 	if s.BytesUploaded != n || s.ObjectsUploaded != 1 || s.NotDurableFiles != 0 {
 		t.Errorf("summary uploads %+v, want %d bytes in 1 object", s, n)
 	}
-	if s.BytesDownloaded < n || s.Errors != 0 || s.DrainSeconds <= 0 {
+	// The drain's time is rounded to milliseconds: a drain that found the
+	// upload already landed may take less than half of one.
+	if s.BytesDownloaded < n || s.Errors != 0 || s.DrainSeconds < 0 {
 		t.Errorf("summary %+v", s)
 	}
 	if got := obs.summarize(blocks, wb, 0, errors.New("not durable")); !bytes.Contains(got, []byte(`"exit_code":174`)) {

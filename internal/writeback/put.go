@@ -383,15 +383,20 @@ func (f *File) abortStale(ctx context.Context, st objstore.Store, stale []upload
 // copyObject copies src (at version) to dst with new metadata on the
 // server. When src is dst (a metadata change in place), a retried Copy
 // whose first attempt landed fails its precondition (the version
-// changed): the object is then accepted if it has the size and metadata
-// wanted.
+// changed); when src is another name, a replayed Copy whose first attempt
+// landed and whose source was then deleted fails with not found: in both
+// cases the object is accepted if it has the size and metadata wanted.
 func (m *Manager) copyObject(ctx context.Context, st objstore.Store, src, dst, version string, size int64, md map[string]string) (objstore.ObjectInfo, error) {
 	if err := m.sched.acquire(ctx, classLight); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
 	defer m.sched.release(classLight)
 	info, err := st.Copy(m.sendCtx(ctx), src, dst, objstore.CopyOptions{IfVersion: version, Metadata: md})
-	if src == dst && errors.Is(err, objstore.ErrPrecondition) {
+	// A Copy to another name whose source is gone may have landed before:
+	// a ferry killed after its copy and the source's delete leaves a
+	// record that a restart replays. The destination with the size and
+	// metadata wanted is that copy.
+	if (src == dst && errors.Is(err, objstore.ErrPrecondition)) || (src != dst && errors.Is(err, objstore.ErrNotFound)) {
 		if got, serr := st.Stat(ctx, dst); serr == nil && got.Size == size && sameMetadata(got.Metadata, md) {
 			return got, nil
 		}

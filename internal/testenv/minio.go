@@ -324,6 +324,11 @@ func (s *S3Server) Pause(t testing.TB) {
 		t.Fatalf("testenv: pause minio: %v", err)
 	}
 	s.state = statePaused
+	// kill returns before the group stop completes: a thread still
+	// running could answer one more request. Wait until all are stopped.
+	if err := waitStopped(s.pid, 10*time.Second); err != nil {
+		t.Fatalf("testenv: pause minio: %v", err)
+	}
 	t.Cleanup(func() { s.Resume(t) })
 }
 
@@ -339,6 +344,48 @@ func (s *S3Server) Resume(t testing.TB) {
 		t.Fatalf("testenv: resume minio: %v", err)
 	}
 	s.state = stateRunning
+}
+
+// waitStopped polls /proc until every thread of process pid is in the
+// stopped state ('T').
+func waitStopped(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		running, err := runningThreads(pid)
+		if err == nil && running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d: %d threads not stopped after %v (%v)", pid, running, timeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of pid whose state is not stopped.
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread exited
+		}
+		// The state follows the command name in parentheses, which may
+		// itself contain ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, fmt.Errorf("%s: unexpected stat %q", dir, b)
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			running++
+		}
+	}
+	return running, nil
 }
 
 // waitGone polls until process pid has exited and been reaped.

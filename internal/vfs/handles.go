@@ -165,16 +165,26 @@ func (fs *FS) moveHandles(src, dst Loc, moved map[string]objstore.ObjectInfo) {
 }
 
 // retarget makes a clean handle read the object info (the same bytes
-// under a new key) instead of the one it opened.
+// under a new key) instead of the one it opened. A handle that followed a
+// dirty file written through another descriptor, durable and dropped
+// since (its reads go to the object it uploaded, at the old key, which
+// the rename deletes), reads the moved object instead: it holds those
+// bytes.
 func (h *Handle) retarget(info objstore.ObjectInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.rd == nil || info.Version == "" {
 		return
 	}
+	size := h.ref.Size
+	if h.follow != nil && !h.held {
+		h.follow = nil
+		size = info.Size
+		h.attr.Size = info.Size
+	}
 	st := h.ref.Store
 	h.old = append(h.old, h.rd)
-	h.ref = block.Ref{Store: st, StoreID: h.ref.StoreID, Key: info.Key, Version: info.Version, Size: h.ref.Size}
+	h.ref = block.Ref{Store: st, StoreID: h.ref.StoreID, Key: info.Key, Version: info.Version, Size: size}
 	h.rd = h.fs.deps.Blocks.Open(h.ref)
 }
 

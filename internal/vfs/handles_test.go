@@ -426,3 +426,44 @@ func TestReaderFollowsTruncate(t *testing.T) {
 		t.Errorf("read after truncate and unlink: %d bytes, %v", n, err)
 	}
 }
+
+// TestReaderFollowsWriterThenRename: a reader that followed a file written
+// through another descriptor, durable and dropped since (its reads go to
+// the uploaded object), keeps reading it after a rename deletes the old
+// key (soak seed 1795609156396133170 read ESTALE there).
+func TestReaderFollowsWriterThenRename(t *testing.T) {
+	e := newOutageEnv(t)
+	ctx := context.Background()
+	e.put("a", bytes.Repeat([]byte("o"), 50000))
+	r, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	w, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{Write: true, Trunc: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("new bytes"), 0)
+	if err := w.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(t, r, 0, 20); string(got) != "new bytes" {
+		t.Fatalf("read while staged: %q", got)
+	}
+	if err := e.wb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Rename(ctx, "s3/bkt/a", "s3/bkt/c", RenameFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mem.Stat(ctx, "a"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("old key after rename: %v", err)
+	}
+	if got := readAt(t, r, 0, 20); string(got) != "new bytes" {
+		t.Errorf("read after rename: %q", got)
+	}
+	if a, err := r.Attr(ctx); err != nil || a.Size != 9 {
+		t.Errorf("fstat after rename: %+v, %v", a, err)
+	}
+}

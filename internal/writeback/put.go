@@ -170,6 +170,7 @@ func (f *File) multipart(ctx context.Context, st objstore.Store, mp objstore.Mul
 		return objstore.ObjectInfo{}, err
 	}
 	defer rd.Close()
+	opts.CopyParts = canCopy
 	up, err := f.createUpload(ctx, mp, snap.target.Key, opts)
 	if err != nil {
 		return objstore.ObjectInfo{}, err

@@ -115,6 +115,11 @@ type PutOptions struct {
 	Metadata    map[string]string
 	// Tags are object tags where the backend has them (S3), else ignored.
 	Tags map[string]string
+	// CopyParts (CreateUpload only) tells the store that the caller may
+	// call Upload.CopyPart: a store whose server cannot copy parts into an
+	// upload with part checksums then starts one without them (its parts
+	// are still protected by the transport or the signed payload).
+	CopyParts bool
 }
 
 // CopyOptions are the options of Copy.

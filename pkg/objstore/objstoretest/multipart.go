@@ -124,7 +124,7 @@ func testMultipartCopyPart(t *testing.T, e *env) {
 	src := randBytes(20, ps+300)
 	e.put(t, "src", src, objstore.PutOptions{})
 	middle := randBytes(21, ps)
-	u := e.create(t, mp, "dst", objstore.PutOptions{})
+	u := e.create(t, mp, "dst", objstore.PutOptions{CopyParts: true})
 	if err := u.CopyPart(e.ctx, 3, "src", 50, 100); err != nil {
 		t.Fatalf("CopyPart(3, src[50:150]): %v", err)
 	}
@@ -151,7 +151,7 @@ func testMultipartCopyPartNotFound(t *testing.T, e *env) {
 		t.Log("Caps().CopyPart is false: case not applicable")
 		return
 	}
-	u := e.create(t, mp, "dst", objstore.PutOptions{})
+	u := e.create(t, mp, "dst", objstore.PutOptions{CopyParts: true})
 	wantErrIs(t, "CopyPart(missing source)", u.CopyPart(e.ctx, 1, "missing", 0, 10), objstore.ErrNotFound)
 	if err := u.Abort(e.ctx); err != nil {
 		t.Errorf("Abort: %v", err)

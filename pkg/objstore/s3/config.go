@@ -47,11 +47,13 @@ type Config struct {
 	SSEKMSKeyID string
 	// MultipartChecksums makes multipart uploads use CRC32C checksums: the
 	// server verifies each part and the object gets a composite CRC32C.
-	// nil means on for AWS (Endpoint empty) and off for custom endpoints,
-	// whose support varies: MinIO, for one, refuses UploadPartCopy into a
-	// checksummed upload, so CopyPart would fail. Without them, parts are
-	// protected by the signed SHA-256 payload hash over plain HTTP and by
-	// TLS over HTTPS. Single Puts always carry a CRC32C checksum.
+	// nil means on for AWS (Endpoint empty); on custom endpoints, whose
+	// support varies (MinIO, for one, refuses UploadPartCopy into a
+	// checksummed upload, so CopyPart would fail), on for uploads that
+	// copy no parts (PutOptions.CopyParts false) and off for the others.
+	// Without them, parts are protected by the signed SHA-256 payload hash
+	// over plain HTTP and by TLS over HTTPS. Single Puts always carry a
+	// CRC32C checksum.
 	MultipartChecksums *bool
 	// RequestTimeout bounds the wait for a response's headers, and for each
 	// read of a response body that makes no progress. 0 means
@@ -140,10 +142,6 @@ func (c Config) normalized() (Config, error) {
 	if c.PathStyle == nil {
 		pathStyle := c.Endpoint != ""
 		c.PathStyle = &pathStyle
-	}
-	if c.MultipartChecksums == nil {
-		on := c.Endpoint == ""
-		c.MultipartChecksums = &on
 	}
 	if c.SSEKMSKeyID != "" && c.SSE == "" {
 		c.SSE = SSEKMS

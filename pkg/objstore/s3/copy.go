@@ -152,6 +152,7 @@ func (s *Store) multipartCopy(ctx context.Context, a multipartCopyArgs) (objstor
 			p, err := s.copyPart(gctx, copyPartArgs{
 				dst: a.dst, uploadID: uploadID, n: i + 1,
 				src: a.src, off: off, length: length, ifVersion: a.ifVersion,
+				checksummed: s.partChecksum != "",
 			})
 			if err != nil {
 				return err

@@ -181,6 +181,63 @@ func TestMultipartChecksums(t *testing.T) {
 	}
 }
 
+// TestStreamChecksums: on a custom endpoint with MultipartChecksums unset,
+// an upload that copies no parts has CRC32C part checksums (its parts sent
+// as UNSIGNED-PAYLOAD over plain HTTP, the checksum verified by the
+// server), and one created with CopyParts has none, so MinIO copies parts
+// into it.
+func TestStreamChecksums(t *testing.T) {
+	s, _ := minioStore(t, nil)
+	if !s.plainHTTP {
+		t.Fatal("the MinIO endpoint is not plain HTTP")
+	}
+	ctx := context.Background()
+	data := randomBytes(3, minPartSize+1000)
+	if _, err := s.Put(ctx, "src", bytes.NewReader(data), int64(len(data)), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		copyParts bool
+		wantSum   bool
+	}{
+		{name: "stream", wantSum: true},
+		{name: "copy", copyParts: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := s.CreateUpload(ctx, tc.name, objstore.PutOptions{CopyParts: tc.copyParts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { u.Abort(context.Background()) })
+			if err := u.UploadPart(ctx, 1, bytes.NewReader(data), minPartSize); err != nil {
+				t.Fatal(err)
+			}
+			if tc.copyParts {
+				err = u.CopyPart(ctx, 2, "src", minPartSize, 1000)
+			} else {
+				err = u.UploadPart(ctx, 2, bytes.NewReader(data[minPartSize:]), 1000)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := u.Complete(ctx); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if got := readAll(t, s, tc.name); !bytes.Equal(got, data) {
+				t.Error("assembled object differs")
+			}
+			out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(tc.name), ChecksumMode: types.ChecksumModeEnabled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := aws.ToString(out.ChecksumCRC32C) != ""; got != tc.wantSum {
+				t.Errorf("object has a CRC32C checksum: %v, want %v", got, tc.wantSum)
+			}
+		})
+	}
+}
+
 // TestLargeCopy exercises the multipart copy used beyond 5 GiB, with the
 // threshold lowered so that a small object takes that path.
 func TestLargeCopy(t *testing.T) {

@@ -23,10 +23,14 @@ import (
 // when the upload completes (If-None-Match / If-Match on
 // CompleteMultipartUpload).
 func (s *Store) CreateUpload(ctx context.Context, key string, opts objstore.PutOptions) (objstore.Upload, error) {
+	sum := s.streamChecksum
+	if opts.CopyParts {
+		sum = s.partChecksum
+	}
 	in := &s3.CreateMultipartUploadInput{
 		Bucket:               &s.bucket,
 		Key:                  &key,
-		ChecksumAlgorithm:    s.partChecksum,
+		ChecksumAlgorithm:    sum,
 		Metadata:             lowerKeys(opts.Metadata),
 		Tagging:              encodeTags(opts.Tags),
 		ServerSideEncryption: s.sse,
@@ -43,6 +47,7 @@ func (s *Store) CreateUpload(ctx context.Context, key string, opts objstore.PutO
 		s:         s,
 		key:       key,
 		id:        aws.ToString(out.UploadId),
+		checksum:  sum,
 		ifAbsent:  opts.IfAbsent,
 		ifVersion: opts.IfVersion,
 		metadata:  lowerKeys(opts.Metadata),
@@ -76,6 +81,7 @@ type upload struct {
 	ifAbsent  bool
 	ifVersion string
 	metadata  map[string]string
+	checksum  types.ChecksumAlgorithm // of every part ("" for none)
 
 	// mu guards parts, the parts uploaded so far by number.
 	mu    sync.Mutex
@@ -117,7 +123,11 @@ func (u *upload) UploadPart(ctx context.Context, n int, src io.ReaderAt, size in
 		PartNumber:        aws.Int32(int32(n)),
 		Body:              io.NewSectionReader(src, 0, size),
 		ContentLength:     aws.Int64(size),
-		ChecksumAlgorithm: u.s.partChecksum,
+		ChecksumAlgorithm: u.checksum,
+	}, func(o *s3.Options) {
+		if u.checksum != "" {
+			u.s.unsignedPayload(o)
+		}
 	})
 	if err != nil {
 		return u.s.wrap("UploadPart", u.key, err)
@@ -137,6 +147,7 @@ func (u *upload) CopyPart(ctx context.Context, n int, srcKey string, off, length
 	}
 	p, err := u.s.copyPart(ctx, copyPartArgs{
 		dst: u.key, uploadID: u.id, n: n, src: srcKey, off: off, length: length,
+		checksummed: u.checksum != "",
 	})
 	if err != nil {
 		return err
@@ -226,6 +237,7 @@ type copyPartArgs struct {
 	src           string
 	off, length   int64
 	ifVersion     string // of the source
+	checksummed   bool   // the upload has part checksums
 }
 
 // copyPart sends one UploadPartCopy.
@@ -243,7 +255,7 @@ func (s *Store) copyPart(ctx context.Context, a copyPartArgs) (part, error) {
 		err = s.wrap("CopyPart", a.src, err)
 		var e *objstore.Error
 		var ae smithy.APIError
-		if s.partChecksum != "" && errors.As(err, &e) && e.Code == "InvalidArgument" &&
+		if a.checksummed && errors.As(err, &e) && e.Code == "InvalidArgument" &&
 			errors.As(err, &ae) && strings.Contains(strings.ToLower(ae.ErrorMessage()), "checksum") {
 			// MinIO cannot compute the checksum of a copied part.
 			e.Kind = objstore.ErrUnsupported

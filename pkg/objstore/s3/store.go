@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,10 +54,15 @@ type Store struct {
 	bucket      string
 	sse         types.ServerSideEncryption
 	sseKMSKeyID *string
-	// partChecksum is the checksum of multipart uploads ("" for none).
-	partChecksum types.ChecksumAlgorithm
-	readTimeout  time.Duration
-	idle         func() // closes idle connections of our own transport (may be nil)
+	// partChecksum is the checksum of multipart uploads that may copy
+	// parts ("" for none); streamChecksum that of the others.
+	partChecksum   types.ChecksumAlgorithm
+	streamChecksum types.ChecksumAlgorithm
+	// plainHTTP: the endpoint is http://, where the SDK signs the SHA-256
+	// of every body unless told otherwise (see unsignedPayload).
+	plainHTTP   bool
+	readTimeout time.Duration
+	idle        func() // closes idle connections of our own transport (may be nil)
 
 	// copyThreshold is the largest object Copy copies with one CopyObject,
 	// and copyPartSize the part size beyond it (0 = computed); tests lower
@@ -146,9 +152,16 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		readTimeout:   cfg.RequestTimeout,
 		copyThreshold: maxSinglePut,
 	}
-	if *cfg.MultipartChecksums {
-		s.partChecksum = types.ChecksumAlgorithmCrc32c
+	switch mc := cfg.MultipartChecksums; {
+	case mc == nil:
+		s.streamChecksum = types.ChecksumAlgorithmCrc32c
+		if cfg.Endpoint == "" {
+			s.partChecksum = types.ChecksumAlgorithmCrc32c
+		}
+	case *mc:
+		s.partChecksum, s.streamChecksum = types.ChecksumAlgorithmCrc32c, types.ChecksumAlgorithmCrc32c
 	}
+	s.plainHTTP = strings.HasPrefix(strings.ToLower(cfg.Endpoint), "http://")
 	if cfg.SSEKMSKeyID != "" {
 		s.sseKMSKeyID = aws.String(cfg.SSEKMSKeyID)
 	}
@@ -314,7 +327,7 @@ func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64
 	if opts.IfAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
-	out, err := s.client.PutObject(ctx, in)
+	out, err := s.client.PutObject(ctx, in, s.unsignedPayload)
 	if err != nil {
 		err = s.wrap("Put", key, err)
 		if opts.IfVersion != "" {

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The write-path targets of the project's issues, measured on ferry alone
+# (peer-bench setup: MinIO behind toxiproxy, +20 ms and 100 MB/s per
+# connection on responses), REPS times on a fresh mount each, with medians:
+#   dd of 256 MiB (1 MiB blocks): return, durable (HEAD on the direct port
+#     shows the full size); the same dd onto the cache disk (+ sync) for
+#     the ratio of write throughput to close;
+#   cp of 1,000 x 4 KiB: return, all listed (ListObjectsV2 on the direct port).
+#   bench/targets.sh [REPS]        (default 5; needs root, make setup, make build)
+# PERF_OUT=prefix records a perf profile of ferry per phase (prefix.dd.N,
+# prefix.cp.N; build an unstripped FERRY=… for symbols).
+# Output: one line per run and the medians, on stderr and in
+# bench/results/targets-<date>.log (not committed unless asked).
+set -euo pipefail
+REPS=${1:-5}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LIB=$ROOT/bench/lib
+TOOLS=${TOOLS:-$ROOT/.tools}
+export PATH=$TOOLS/bin:$PATH
+unset AWS_CA_BUNDLE AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_S3_ENDPOINT
+FERRY=${FERRY:-$ROOT/bin/ferry}
+W=$(mktemp -d /tmp/ferry-targets.XXXXXX)
+mkdir -p "$W/logs" "$W/mnt" "$W/cache"
+: >"$W/pids"; : >"$W/mounts"
+CSV=$W/targets.csv
+mkdir -p "$ROOT/bench/results"
+exec 2> >(tee "$ROOT/bench/results/targets-$(date +%F).log" >&2)
+
+. "$LIB/common.sh"
+. "$LIB/env.sh"
+. "$LIB/contenders.sh"
+. "$LIB/workloads.sh"
+
+cleanup() {
+  set +e
+  local p m
+  for p in $(tac "$W/pids"); do stop_pid "$p" 60; done
+  for m in $(sort -u "$W/mounts"); do unmount "$m"; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+FERRY_METRICS_PORT=$(free_port)
+env_start
+mkdir -p "$W/data/small1000"
+head -c 256M /dev/urandom >"$W/data/256m.bin"
+python3 - "$W/data/small1000" <<'PY'
+import os, sys
+for i in range(1000):
+    open("%s/s%04d.txt" % (sys.argv[1], i), "wb").write(os.urandom(4096))
+PY
+
+# cpu PID...: the summed user+sys CPU seconds of the processes.
+cpu() { local p t=0; for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; awk -v t=$t 'BEGIN{printf "%.2f", t/100}'; }
+TOXI_PID=$(pgrep -n toxiproxy-serv)
+
+perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
+perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }
+
+# reqs: ferry's backend requests so far, by operation (from /metrics).
+reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
+
+declare -a DDR DDD CPR CPL LOC
+for r in $(seq "$REPS"); do
+  c_cold ferry
+  mkdir -p "$C_ROOT/w$r"
+  sleep 1 # let the mount's start-up work (spare staging files) settle
+  c0=$(cpu "$C_PID") m0=$(cpu "$MINIO_PID") x0=$(cpu "$TOXI_PID")
+  perf_start "dd.$r"
+  timed_cmd 300 dd if="$W/data/256m.bin" of="$C_ROOT/w$r/256m.bin" bs=1M status=none
+  ddr=$(elapsed "$T_START" "$T_END")
+  out=$(python3 "$LIB/s3.py" wait-size "$BUCKET" "w$r/256m.bin" $((256 << 20)) 120)
+  ddd=$(elapsed "$T_START" "$out")
+  perf_stop
+  log "  dd CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")")"
+  sleep 1
+  c0=$(cpu "$C_PID") m0=$(cpu "$MINIO_PID") x0=$(cpu "$TOXI_PID")
+  perf_start "cp.$r"
+  timed_cmd 300 cp -r "$W/data/small1000" "$C_ROOT/small$r"
+  cpr=$(elapsed "$T_START" "$T_END")
+  out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "small$r/s" 1000 120)
+  cpl=$(elapsed "$T_START" "$out")
+  perf_stop
+  log "  requests after cp: $(reqs)"
+  log "  cp CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")")"
+  # The same dd onto the cache disk, + sync (durable locally).
+  drop_caches
+  t0=$(now)
+  dd if="$W/data/256m.bin" of="$W/cache/local-$r.bin" bs=1M status=none conv=fsync
+  loc=$(elapsed "$t0" "$(now)")
+  rm -f "$W/cache/local-$r.bin"
+  log "run $r: dd 256 MiB return $ddr s, durable $ddd s (local dd+fsync $loc s); cp 1000 x 4 KiB return $cpr s, all listed $cpl s"
+  DDR+=("$ddr") DDD+=("$ddd") CPR+=("$cpr") CPL+=("$cpl") LOC+=("$loc")
+done
+c_umount ferry
+m_ddr=$(echo "${DDR[*]}" | median) m_ddd=$(echo "${DDD[*]}" | median)
+m_cpr=$(echo "${CPR[*]}" | median) m_cpl=$(echo "${CPL[*]}" | median) m_loc=$(echo "${LOC[*]}" | median)
+log "medians of $REPS: dd 256 MiB return $m_ddr s (target 0.6), durable $m_ddd s (target 1.2); cp 1000 x 4 KiB return $m_cpr s (target 0.5), all listed $m_cpl s (target 1.5)"
+log "write throughput to close: $(awk -v a="$m_ddr" 'BEGIN{printf "%.0f", 256/a}') MiB/s = $(awk -v a="$m_ddr" -v b="$m_loc" 'BEGIN{printf "%.2f", b/a}') x dd onto the cache disk with fsync ($(awk -v b="$m_loc" 'BEGIN{printf "%.0f", 256/b}') MiB/s)"

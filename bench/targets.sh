@@ -6,13 +6,21 @@
 #     shows the full size); the same dd onto the cache disk (+ sync) for
 #     the ratio of write throughput to close;
 #   cp of 1,000 x 4 KiB: return, all listed (ListObjectsV2 on the direct port).
-#   bench/targets.sh [REPS]        (default 5; needs root, make setup, make build)
+#   bench/targets.sh write [REPS]   (default 5; needs root, make setup, make build)
+# and the read-path figures of ferry (issue 4), each fio run on a fresh mount
+# for cold, with ferry's peak RSS per run:
+#   bench/targets.sh read           seq 1 MiB cold 1/8/32 jobs, rand 4 KiB cold
+#                                   32 jobs, warm seq 1 MiB and rand 4 KiB 1/32
+#                                   jobs, and fio on the cache disk (warm
+#                                   baseline, page cache dropped by fio)
 # PERF_OUT=prefix records a perf profile of ferry per phase (prefix.dd.N,
 # prefix.cp.N; build an unstripped FERRY=… for symbols).
 # Output: one line per run and the medians, on stderr and in
 # bench/results/targets-<date>.log (not committed unless asked).
 set -euo pipefail
-REPS=${1:-5}
+MODE=${1:-write}
+REPS=${2:-5}
+case $MODE in write | read) ;; *) sed -n '2,20p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -43,6 +51,30 @@ trap 'exit 130' INT TERM
 
 FERRY_METRICS_PORT=$(free_port)
 env_start
+if [ "$MODE" = read ]; then
+  BIG_MB=1024 FIO_RT=${FIO_RT:-10}
+  mkdir -p "$W/data/big"
+  head -c "${BIG_MB}M" /dev/urandom >"$W/data/big/big.bin"
+  aws_direct s3 cp "$W/data/big/big.bin" "s3://$BUCKET/big/big.bin"
+  rss_run() { # rss_run LABEL ROOT PAT BS JOBS: one fio run with ferry's peak RSS
+    local res
+    [ -z "${C_PID:-}" ] || rss_start "$C_PID"
+    res=$(fio_read "$1" "$2" "$3" "$4" "$5")
+    rss_stop
+    read -r bw iops p50 p99 <<<"$res"
+    log "$1: $bw MiB/s, $iops IOPS, p50 $p50 us, p99 $p99 us; ferry peak RSS ${RSS_RESULT%% *} MiB, CPU ${RSS_RESULT#* } s"
+  }
+  for j in 1 8 32; do c_cold ferry; rss_run "seq-1m-cold-${j}j" "$C_ROOT" seq 1m "$j"; done
+  c_cold ferry; rss_run rand-4k-cold-32j "$C_ROOT" rand 4k 32
+  c_cold ferry; rss_run rand-1m-cold-32j "$C_ROOT" rand 1m 32
+  c_cold ferry; rss_run seq-4k-cold-32j "$C_ROOT" seq 4k 32
+  c_cold ferry; cat "$C_ROOT/big/big.bin" >/dev/null
+  for j in 1 32; do rss_run "seq-1m-warm-${j}j" "$C_ROOT" seq 1m "$j"; rss_run "rand-4k-warm-${j}j" "$C_ROOT" rand 4k "$j"; done
+  rss_run rand-1m-warm-32j "$C_ROOT" rand 1m 32
+  c_umount ferry
+  for j in 1 32; do drop_caches; rss_run "local-seq-1m-${j}j" "$W/data" seq 1m "$j"; rss_run "local-rand-4k-${j}j" "$W/data" rand 4k "$j"; done
+  exit 0
+fi
 mkdir -p "$W/data/small1000"
 head -c 256M /dev/urandom >"$W/data/256m.bin"
 python3 - "$W/data/small1000" <<'PY'

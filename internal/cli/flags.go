@@ -177,6 +177,10 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return sizeFlag(func(c *config.Config) *int64 { return &c.FillRandomUpTo })
 		}),
+	def("memory-limit", "soft limit of ferry's memory: the Go collector works harder near it (0 = none; GOMEMLIMIT wins)", []string{"FERRY_MEMORY_LIMIT"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return sizeFlag(func(c *config.Config) *int64 { return &c.MemoryLimit })
+		}),
 	def("log-level", "debug, info, warn or error", []string{"FERRY_LOG_LEVEL", "FUSION_LOG_LEVEL"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.LogLevel })

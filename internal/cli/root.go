@@ -91,6 +91,7 @@ func runFusion(ctx context.Context, args []string, stdio IO) int {
 		return supervise.ExitStartFailure
 	}
 	defer closeLog()
+	setMemoryLimit(cfg.MemoryLimit, stdio.Getenv, log)
 	nf.LogEnv(log)
 	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log, Nextflow: nf, Progress: progressFor(stdio, log)})
 }
@@ -143,6 +144,7 @@ func runWith(ctx context.Context, stdio IO, cfg config.Config, args []string) in
 		return supervise.ExitStartFailure
 	}
 	defer closeLog()
+	setMemoryLimit(cfg.MemoryLimit, stdio.Getenv, log)
 	return supervise.Run(ctx, cfg, args, supervise.Options{Logger: log, Progress: progressFor(stdio, log)})
 }
 
@@ -170,6 +172,7 @@ func newMountCmd(ctx context.Context, stdio IO, code *int) *cobra.Command {
 				return err
 			}
 			defer closeLog()
+			setMemoryLimit(cfg.MemoryLimit, stdio.Getenv, log)
 			sctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			*code = supervise.Mount(sctx, cfg, supervise.Options{Logger: log, Progress: progressFor(stdio, log)})

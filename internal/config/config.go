@@ -29,6 +29,9 @@ type Config struct {
 	// FillRandomUpTo: after random reads of an object up to this size, the
 	// rest of it is fetched into the cache in the background (0 = never).
 	FillRandomUpTo int64
+	// MemoryLimit is the soft limit of the Go runtime's memory
+	// (runtime/debug.SetMemoryLimit); 0 = none (GOMEMLIMIT wins when set).
+	MemoryLimit int64
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -53,6 +56,7 @@ func Defaults() Config {
 		Downloads:       32,
 		PartSize:        16 << 20,
 		FillRandomUpTo:  8 << 30,
+		MemoryLimit:     96 << 20,
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 	}
@@ -67,8 +71,8 @@ func (c Config) Validate() error {
 	if c.CacheDir == "" {
 		errs = append(errs, errors.New("cache dir must be set"))
 	}
-	if c.CacheSize < 0 || c.FillRandomUpTo < 0 {
-		errs = append(errs, errors.New("cache size and fill-random-up-to must not be negative"))
+	if c.CacheSize < 0 || c.FillRandomUpTo < 0 || c.MemoryLimit < 0 {
+		errs = append(errs, errors.New("cache size, fill-random-up-to and memory limit must not be negative"))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("request timeout must be positive"))

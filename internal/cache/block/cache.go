@@ -46,6 +46,9 @@ type Cache struct {
 	st      counters
 	// lastIOWarn is when a cache write failure was last logged (unix ns).
 	lastIOWarn atomic.Int64
+	// noClaims: the file system refused an OFD lock; fetches go unclaimed
+	// (see claim.go).
+	noClaims atomic.Bool
 
 	// mu guards every field below, the refs and idleEl fields of every
 	// segFile, and the mutable fields of every job and flight. Never held
@@ -183,7 +186,7 @@ type counters struct {
 	corruptions               atomic.Int64
 	free, windowSum, memInUse atomic.Int64
 	readers, collapses        atomic.Int64
-	direct                    atomic.Int64
+	direct, claimWaits        atomic.Int64
 }
 
 // Stats is a snapshot of the cache's counters. Cumulative counters start
@@ -210,6 +213,7 @@ type Stats struct {
 	OpenReaders      int64
 	DirectBytes      int64 // bytes read around the cache because it could not store them (disk full)
 	Collapses        int64 // readahead windows dropped by a non-sequential read
+	ClaimWaits       int64 // blocks another process sharing Dir was fetching, waited for instead of fetched
 }
 
 // Stats returns a snapshot of the counters.
@@ -232,5 +236,6 @@ func (c *Cache) Stats() Stats {
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
+		ClaimWaits: c.st.claimWaits.Load(),
 	}
 }

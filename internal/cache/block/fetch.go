@@ -237,6 +237,12 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 	c.mu.Lock()
 	ahead := j.prio != prioDemand
 	c.mu.Unlock()
+	var claims []claim
+	defer func() {
+		for i := range claims {
+			c.unclaim(&claims[i])
+		}
+	}()
 	for j.first < j.end {
 		// Blocks another process (or an earlier run) put on disk meanwhile.
 		if c.present(o, j.first) {
@@ -244,16 +250,31 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 			j.first++
 			continue
 		}
+		// Blocks another process is fetching now: wait for them (see
+		// claim.go), then look again.
+		cl, busy := c.claim(o, j.first)
+		if busy {
+			c.awaitOther(o, j.first)
+			continue
+		}
+		claims = append(claims[:0], cl)
 		end := j.first + 1
 		for end < j.end && !c.present(o, end) {
+			if cl, busy = c.claim(o, end); busy {
+				break
+			}
+			claims = append(claims, cl)
 			end++
 		}
 		off := j.first * o.bs
 		length := min(end*o.bs, o.ref.Size) - off
 		c.st.fetches.Add(1)
 		c.st.getsInFlight.Add(1)
-		err := c.get(j, end, off, length, ahead, buf, crc)
+		err := c.get(j, end, off, length, ahead, buf, crc, claims)
 		c.st.getsInFlight.Add(-1)
+		for i := range claims {
+			c.unclaim(&claims[i])
+		}
 		if err != nil {
 			c.warnFetch(o, off, length, err)
 			c.mu.Lock()
@@ -292,8 +313,10 @@ func (c *Cache) present(o *object, idx int64) bool {
 }
 
 // get fetches blocks [j.first, end) with one ranged GET of [off,
-// off+length), advancing j.first as each block lands.
-func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc *chunkCRC) error {
+// off+length), advancing j.first as each block lands and dropping its
+// claim (claims[i] is block j.first+i's, as get was called).
+func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc *chunkCRC, claims []claim) error {
+	first := j.first
 	o := j.o
 	rd, err := o.ref.Store.NewReader(c.ctx, o.ref.Key, off, length, objstore.ReadOptions{IfVersion: o.ref.Version})
 	if err != nil {
@@ -328,6 +351,9 @@ func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc 
 			c.st.prefetched.Add(n)
 		}
 		c.complete(j, j.first, nil)
+		if i := j.first - first; i < int64(len(claims)) {
+			c.unclaim(&claims[i])
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSecondCacheOnSameDirHits(t *testing.T) {
@@ -109,5 +110,61 @@ func TestStartupScanEvictsOldSegments(t *testing.T) {
 	})
 	if got := c.Cached(f.ref); got > cfg.MaxBytes || got == 0 {
 		t.Fatalf("Cached = %d after trimming to %d", got, cfg.MaxBytes)
+	}
+}
+
+// TestSharedDirFetchesOnce: caches sharing a directory (processes of one
+// node: each has its own file descriptions, as two caches in one test
+// process do) reading the same object at once download it about once:
+// a block another one is fetching is waited for, not fetched again
+// (claim.go). A claim left by a fetch that failed is taken over.
+func TestSharedDirFetchesOnce(t *testing.T) {
+	cfg := Config{BlockSize: 256 << 10, SegmentSize: 2 << 20, PartSize: 1 << 20}
+	const size = 16<<20 + 12345
+	for _, tc := range []struct {
+		name     string
+		failOnce int
+	}{
+		{name: "clean"},
+		{name: "a fetch fails", failOnce: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, size, cfg)
+			f.store.delay = 5 * time.Millisecond // GETs overlap
+			f.store.failOnce = tc.failOnce
+			c := cfg
+			c.Dir = f.cache.cfg.Dir
+			caches := []*Cache{f.cache, f.open(c), f.open(c)}
+			var wg sync.WaitGroup
+			for i, c := range caches {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := c.Open(f.ref)
+					defer r.Close()
+					buf := make([]byte, 128<<10)
+					for off := int64(0); off < int64(len(f.data)); off += int64(len(buf)) {
+						n, err := r.ReadAt(context.Background(), buf, off)
+						if err != nil && err != io.EOF || !bytes.Equal(buf[:n], f.data[off:off+int64(n)]) {
+							t.Errorf("cache %d read at %d: %d, %v", i, off, n, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			_, fetched, _ := f.store.stats()
+			var waits int64
+			for _, c := range caches {
+				waits += c.Stats().ClaimWaits
+			}
+			t.Logf("%d bytes fetched for an object of %d (3 readers), %d claim waits", fetched, size, waits)
+			if fetched > size+size/4 {
+				t.Errorf("fetched %d bytes for an object of %d: the caches fetched the same blocks", fetched, size)
+			}
+			if waits == 0 {
+				t.Error("no cache waited for another's fetch")
+			}
+		})
 	}
 }

@@ -13,6 +13,8 @@
 #                                   32 jobs, warm seq 1 MiB and rand 4 KiB 1/32
 #                                   jobs, and fio on the cache disk (warm
 #                                   baseline, page cache dropped by fio)
+#   bench/targets.sh ls [REPS]      ls -l of 10,000 keys in one directory, cold
+#                                   (fresh mount, drop_caches), with the requests
 # PERF_OUT=prefix records a perf profile of ferry per phase (prefix.dd.N,
 # prefix.cp.N; build an unstripped FERRY=… for symbols).
 # Output: one line per run and the medians, on stderr and in
@@ -20,7 +22,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read) ;; *) sed -n '2,20p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls) ;; *) sed -n '2,22p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -50,7 +52,18 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 FERRY_METRICS_PORT=$(free_port)
+# reqs: ferry's backend requests so far, by operation (from /metrics).
+reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 env_start
+if [ "$MODE" = ls ]; then
+  python3 "$LIB/s3.py" put-many "$BUCKET" many/ 10000 1024
+  for r in $(seq "$REPS"); do
+    c_cold ferry
+    timed_cmd 120 bash -c "ls -l '$C_ROOT/many' | wc -l >'$W/lscount'"
+    log "run $r: ls -l of $(cat "$W/lscount") lines in $(elapsed "$T_START" "$T_END") s; requests: $(reqs)"
+  done
+  exit 0
+fi
 if [ "$MODE" = read ]; then
   BIG_MB=1024 FIO_RT=${FIO_RT:-10}
   mkdir -p "$W/data/big"
@@ -89,9 +102,6 @@ TOXI_PID=$(pgrep -n toxiproxy-serv)
 
 perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
 perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }
-
-# reqs: ferry's backend requests so far, by operation (from /metrics).
-reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 
 declare -a DDR DDD CPR CPL LOC
 for r in $(seq "$REPS"); do

@@ -123,6 +123,31 @@ const (
 	KeyMax  = 1024
 )
 
+// plausibleBucket reports whether name could be a bucket or container on
+// some backend: 3 to 255 of [A-Za-z0-9._-], beginning and ending with a
+// letter or digit (the union of S3's rules, legacy names included, GCS's
+// and Azure's). Other names answer ENOENT without a
+// request: a relative symlink that climbs out of its bucket looks up such
+// names ("a", "..."), which the stores refuse with errors that are not
+// "no such bucket" (S3: 400 InvalidBucketName).
+func plausibleBucket(name string) bool {
+	if len(name) < 3 || len(name) > NameMax || !alnum(name[0]) || !alnum(name[len(name)-1]) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 // checkNames rejects what cannot be a path below a bucket, so that a path
 // never names another bucket or a key outside its own: NUL, empty, "." or
 // ".." components are EINVAL (the kernel resolves "." and ".." before
@@ -140,6 +165,9 @@ func checkNames(l Loc) error {
 	}
 	if l.Bucket == "." || l.Bucket == ".." || len(l.Bucket) > NameMax {
 		return syscall.EINVAL
+	}
+	if l.Bucket != "" && !plausibleBucket(l.Bucket) {
+		return syscall.ENOENT
 	}
 	if l.Key == "" {
 		return nil

@@ -63,7 +63,7 @@ func (s *Store) invalid(op, key string, err error) error {
 // when none applies).
 func classify(status int, code string) error {
 	switch code {
-	case "NoSuchBucket":
+	case "NoSuchBucket", "InvalidBucketName": // no bucket can have that name
 		return objstore.ErrNoBucket
 	case "NoSuchKey", "NotFound", "NoSuchUpload":
 		return objstore.ErrNotFound

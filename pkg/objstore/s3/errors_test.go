@@ -90,6 +90,7 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{status: 404, code: "NoSuchKey", want: objstore.ErrNotFound},
 		{status: 404, code: "NoSuchBucket", want: objstore.ErrNoBucket},
+		{status: 400, code: "InvalidBucketName", want: objstore.ErrNoBucket},
 		{status: 404, code: "NoSuchUpload", want: objstore.ErrNotFound},
 		{status: 412, code: "PreconditionFailed", want: objstore.ErrPrecondition},
 		{status: 409, code: "ConditionalRequestConflict", want: objstore.ErrPrecondition},

@@ -79,14 +79,16 @@ func runModel(t *testing.T, o modelOptions) {
 	strict := os.Getenv("FERRY_MODEL_STRICT") != ""
 	fail := func(i int, format string, args ...any) {
 		t.Helper()
+		// The bucket as the divergence found it (before the stop drains).
+		bucket := strings.Join(e.keys("m/r/"), " ")
 		mp.stop(t)
 		log, _ := os.ReadFile(mp.log.Name())
 		soak := ""
 		if strings.HasPrefix(t.Name(), "TestSoak") {
 			soak = "FERRY_SOAK=1 "
 		}
-		t.Fatalf("model diverged at operation %d (reproduce: %sFERRY_MODEL_SEED=%d FERRY_MODEL_OPS=%d go test -run '^%s$' ./internal/e2e/):\n%s\nlast operations:\n%s\nferry's log:\n%s",
-			i, soak, seed, i+1, t.Name(), fmt.Sprintf(format, args...), strings.Join(m.history, "\n"), tailStr(string(log), 3000))
+		t.Fatalf("model diverged at operation %d (reproduce: %sFERRY_MODEL_SEED=%d FERRY_MODEL_OPS=%d go test -run '^%s$' ./internal/e2e/):\n%s\nlast operations:\n%s\nbucket at the divergence: %s\nferry's log:\n%s",
+			i, soak, seed, i+1, t.Name(), fmt.Sprintf(format, args...), strings.Join(m.history, "\n"), bucket, tailStr(string(log), 3000))
 	}
 	t0 := time.Now()
 	for i := 0; i < o.ops; i++ {

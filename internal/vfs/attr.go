@@ -126,6 +126,9 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 		info    objstore.ObjectInfo
 		statErr error
 	)
+	// Old names pending deletion, looked at before the listing (see
+	// hiddenDir).
+	before := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, l.dirPrefix())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		var err error
@@ -144,7 +147,7 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 	}
 	ck := l.cacheKey()
 	if len(page.Objects) > 0 || len(page.Prefixes) > 0 {
-		hidden, err := fs.hiddenDir(ctx, st, l)
+		hidden, err := fs.hiddenDir(ctx, st, l, before)
 		if err != nil {
 			return Attr{}, err
 		}
@@ -285,7 +288,7 @@ func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	live, err := fs.liveUnder(ctx, st, l, false)
+	live, err := fs.liveUnder(ctx, st, l, false, nil)
 	if err != nil {
 		fs.logErr("lookup", l, err)
 		return Attr{}, err

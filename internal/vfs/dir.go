@@ -120,7 +120,7 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 			// Only a prefix holding old names pending deletion may be
 			// hidden (hiddenDir scans the pending deletes: not per prefix).
 			if hasPrefixed(pending, pf) {
-				if hidden, err := fs.hiddenDir(ctx, st, l.child(name)); err != nil {
+				if hidden, err := fs.hiddenDir(ctx, st, l.child(name), pending); err != nil {
 					fs.logErr("readdir", l, err)
 					return nil, err
 				} else if hidden {
@@ -271,7 +271,7 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 	}
 	// Old names of renamed files, deleted once the new name is durable,
 	// are gone for the task already (see Readdir).
-	live, err := fs.liveUnder(ctx, st, l, true)
+	live, err := fs.liveUnder(ctx, st, l, true, nil)
 	if err != nil {
 		fs.logErr("rmdir", l, err)
 		return err

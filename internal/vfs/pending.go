@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"strings"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -15,12 +16,21 @@ import (
 // other than its marker (when skipMarker) and the old names writeback is
 // about to delete. It lists no more keys than there are such names, plus
 // two.
-func (fs *FS) liveUnder(ctx context.Context, st objstore.Store, l Loc, skipMarker bool) (bool, error) {
+//
+// before is what PendingDeletes said before the caller listed the bucket
+// (nil when it did not): a key pending then and deleted since may still
+// be in the caller's listing, and in this one.
+func (fs *FS) liveUnder(ctx context.Context, st objstore.Store, l Loc, skipMarker bool, before []string) (bool, error) {
 	prefix := l.dirPrefix()
 	pending := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)
-	hidden := make(map[string]bool, len(pending)+1)
+	hidden := make(map[string]bool, len(pending)+len(before)+1)
 	for _, k := range pending {
 		hidden[k] = true
+	}
+	for _, k := range before {
+		if strings.HasPrefix(k, prefix) {
+			hidden[k] = true
+		}
 	}
 	if skipMarker {
 		hidden[prefix] = true
@@ -41,12 +51,17 @@ func (fs *FS) liveUnder(ctx context.Context, st objstore.Store, l Loc, skipMarke
 // hiddenDir reports whether the directory l, which the bucket shows
 // through keys below it, holds only old names pending deletion (and no
 // marker): it is then not shown. Without pending deletes below l it
-// costs nothing.
-func (fs *FS) hiddenDir(ctx context.Context, st objstore.Store, l Loc) (bool, error) {
-	if len(fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, l.dirPrefix())) == 0 {
+// costs nothing. before (sorted) is what PendingDeletes said before the
+// caller's listing, which showed l: an old name deleted since (and no
+// longer pending) still hides, else a listing that caught it just before
+// its delete would show a directory that is gone, and the stat cache
+// would keep it.
+func (fs *FS) hiddenDir(ctx context.Context, st objstore.Store, l Loc, before []string) (bool, error) {
+	prefix := l.dirPrefix()
+	if len(fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)) == 0 && !hasPrefixed(before, prefix) {
 		return false, nil
 	}
-	live, err := fs.liveUnder(ctx, st, l, false)
+	live, err := fs.liveUnder(ctx, st, l, false, before)
 	return !live, err
 }
 

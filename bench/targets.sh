@@ -15,6 +15,9 @@
 #                                   baseline, page cache dropped by fio)
 #   bench/targets.sh ls [REPS]      ls -l of 10,000 keys in one directory, cold
 #                                   (fresh mount, drop_caches), with the requests
+#   bench/targets.sh task [REPS]    the full bench's task workload, ferry only
+#                                   (4 x ferry run on one cache dir, then the
+#                                   same tasks on one ferry mount; 2 GiB reference)
 # PERF_OUT=prefix records a perf profile of ferry per phase (prefix.dd.N,
 # prefix.cp.N; build an unstripped FERRY=… for symbols).
 # Output: one line per run and the medians, on stderr and in
@@ -22,7 +25,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls) ;; *) sed -n '2,22p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls | task) ;; *) sed -n '2,24p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -46,7 +49,7 @@ cleanup() {
   local p m
   for p in $(tac "$W/pids"); do stop_pid "$p" 60; done
   for m in $(sort -u "$W/mounts"); do unmount "$m"; done
-  rm -rf "$W"
+  if [ "${TARGETS_KEEP:-0}" = 1 ]; then log "scratch kept in $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -54,7 +57,28 @@ trap 'exit 130' INT TERM
 FERRY_METRICS_PORT=$(free_port)
 # reqs: ferry's backend requests so far, by operation (from /metrics).
 reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
+# fuseops: ferry's FUSE operations so far, by op (from /metrics).
+fuseops() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_fuse_ops_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 env_start
+if [ "$MODE" = task ]; then
+  . "$LIB/tasks.sh"
+  TASKS=4 TASK_REF_MB=${TASK_REF_MB:-2048} TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
+  mkdir -p "$W/data"
+  head -c "${TASK_REF_MB}M" /dev/urandom >"$W/data/ref.bin"
+  head -c "${TASK_OUT_MB}M" /dev/urandom >"$W/data/out.bin"
+  aws_direct s3 cp "$W/data/ref.bin" "s3://$BUCKET/ref/ref.bin"
+  echo "contender,metric,value,unit,note" >"$CSV"
+  tasks_compute_ref
+  for r in $(seq "$REPS"); do
+    phase_reset
+    ferry_tasks 1 "tout/ferry$r/"
+    tasks_finish ferry "$T0" "$FAILED" "tout/ferry$r/"
+    phase_record ferry task "the $TASKS ferry processes"
+    rm -rf "$W/cache/ferry-task"
+    tasks_fuse ferry "tout/shared$r/" _shared
+  done
+  exit 0
+fi
 if [ "$MODE" = ls ]; then
   python3 "$LIB/s3.py" put-many "$BUCKET" many/ 10000 1024
   for r in $(seq "$REPS"); do
@@ -89,7 +113,7 @@ if [ "$MODE" = read ]; then
   exit 0
 fi
 mkdir -p "$W/data/small1000"
-head -c 256M /dev/urandom >"$W/data/256m.bin"
+head -c "${WRITE_MB:-256}M" /dev/urandom >"$W/data/256m.bin"
 python3 - "$W/data/small1000" <<'PY'
 import os, sys
 for i in range(1000):
@@ -112,7 +136,7 @@ for r in $(seq "$REPS"); do
   perf_start "dd.$r"
   timed_cmd 300 dd if="$W/data/256m.bin" of="$C_ROOT/w$r/256m.bin" bs=1M status=none
   ddr=$(elapsed "$T_START" "$T_END")
-  out=$(python3 "$LIB/s3.py" wait-size "$BUCKET" "w$r/256m.bin" $((256 << 20)) 120)
+  out=$(python3 "$LIB/s3.py" wait-size "$BUCKET" "w$r/256m.bin" $((${WRITE_MB:-256} << 20)) 120)
   ddd=$(elapsed "$T_START" "$out")
   perf_stop
   log "  dd CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")")"
@@ -125,6 +149,7 @@ for r in $(seq "$REPS"); do
   cpl=$(elapsed "$T_START" "$out")
   perf_stop
   log "  requests after cp: $(reqs)"
+  log "  FUSE ops after cp: $(fuseops)"
   log "  cp CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")")"
   # The same dd onto the cache disk, + sync (durable locally).
   drop_caches

@@ -33,6 +33,8 @@ METRICS += [
     ("meta_stat", "metadata: stat of names, cold [files/s]", True),
     ("task_wall", "task workload: wall [s]", False),
     ("task_eff", "task workload: compute / wall", True),
+    ("task_wall_shared", "task workload, one mount for all tasks: wall [s]", False),
+    ("task_eff_shared", "task workload, one mount for all tasks: compute / wall", True),
 ]
 for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small files"),
                    ("meta", "metadata"), ("task", "task workload")):

@@ -32,20 +32,27 @@ tasks_compute_ref() {
   record compute-only task_wall "$TASK_COMPUTE_WALL" s "$TASKS tasks x ${TASK_COMPUTE_MIB} MiB SHA-256; no I/O; shorter of 2 runs"
 }
 
-# tasks_finish CONTENDER T0 FAILED [PREFIX]: wait for the outputs (default
-# prefix tout/CONTENDER/), record wall and efficiency.
+# tasks_finish CONTENDER T0 FAILED [PREFIX] [SUFFIX]: wait for the outputs
+# (default prefix tout/CONTENDER/), record wall and efficiency (metrics
+# task_wall, task_eff, with SUFFIX appended).
 tasks_finish() {
-  local c=$1 t0=$2 failed=$3 prefix=${4:-tout/$1/} out
+  local c=$1 t0=$2 failed=$3 prefix=${4:-tout/$1/} sfx=${5:-} out
   if [ "$failed" != 0 ]; then
-    record "$c" task_wall unsupported "" "$failed of $TASKS tasks failed or hit the ${TASK_CAP} s cap"; return 0
+    record "$c" "task_wall$sfx" unsupported "" "$failed of $TASKS tasks failed or hit the ${TASK_CAP} s cap"; return 0
   fi
   if out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "$prefix" "$TASKS" 600); then
-    local wall; wall=$(elapsed "$t0" "$out")
-    record "$c" task_wall "$wall" s "$TASKS tasks; ref ${TASK_REF_MB} MiB; out ${TASK_OUT_MB} MiB each; until all outputs are listed"
-    record "$c" task_eff "$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')" ratio \
-      "compute-only wall / wall"
+    local wall eff; wall=$(elapsed "$t0" "$out")
+    eff=$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')
+    record "$c" "task_wall$sfx" "$wall" s "$TASKS tasks; ref ${TASK_REF_MB} MiB; out ${TASK_OUT_MB} MiB each; until all outputs are listed${6:+; $6}"
+    record "$c" "task_eff$sfx" "$eff" ratio "compute-only wall / wall"
+    # Another FUSE client runs every task on its one mount: the same
+    # figures are its "one mount for all tasks" ones.
+    if [ "$c" != ferry ] && [ -z "$sfx" ]; then
+      record "$c" task_wall_shared "$wall" s "the same run (one mount for all tasks)"
+      record "$c" task_eff_shared "$eff" ratio "the same run"
+    fi
   else
-    record "$c" task_wall timeout s "outputs not listed: $out"
+    record "$c" "task_wall$sfx" timeout s "outputs not listed: $out"
   fi
 }
 
@@ -82,13 +89,19 @@ tasks_ferry() {
     phase_reset
     ferry_tasks 0 tout/ferry/
   fi
-  tasks_finish ferry "$T0" "$FAILED"
+  tasks_finish ferry "$T0" "$FAILED" "" "" "one ferry run per task"
   phase_record ferry task "the $TASKS ferry processes"
   rm -rf "$W/cache/ferry-task"
+  # The same tasks on one ferry mount, as the other clients run them.
+  tasks_fuse ferry tout/ferry/shared/ _shared
 }
 
+# tasks_fuse CONTENDER [PREFIX] [SUFFIX]: the tasks on one mount of
+# CONTENDER (outputs under PREFIX, default tout/CONTENDER/); a contender
+# other than ferry also records its figures as the "_shared" metrics (one
+# mount for all tasks), beside ferry's own shared-mount run.
 tasks_fuse() {
-  local c=$1 i pids=() t0 failed=0
+  local c=$1 prefix=${2:-tout/$1/} sfx=${3:-} i pids=() t0 failed=0
   phase_reset
   c_umount "$c"; rm -rf "${W:?}/cache/$c"; drop_caches
   t0=$(now)
@@ -96,13 +109,14 @@ tasks_fuse() {
   meas_start "$C_PID" --tree
   for ((i = 0; i < TASKS; i++)); do
     # shellcheck disable=SC2046
-    timeout "$TASK_CAP" python3 "$LIB/task.py" $(task_args "$i" "$C_ROOT/ref/ref.bin" "$C_ROOT/tout/$c/task-$i.bin") \
-      >"$W/logs/$c-task-$i.log" 2>&1 & pids+=($!)
+    timeout "$TASK_CAP" python3 "$LIB/task.py" $(task_args "$i" "$C_ROOT/ref/ref.bin" "$C_ROOT/${prefix%/}/task-$i.bin") \
+      >"$W/logs/$c-task$sfx-$i.log" 2>&1 & pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
-  tasks_finish "$c" "$t0" "$failed"
+  tasks_finish "$c" "$t0" "$failed" "$prefix" "$sfx" "one mount for all tasks"
   meas_stop
-  phase_record "$c" task "the mount daemon (one mount for all tasks)"
+  if [ -z "$sfx" ]; then phase_record "$c" task "the mount daemon (one mount for all tasks)"; fi
+  c_umount "$c"
 }
 
 tasks_copy() {

@@ -267,17 +267,8 @@ func TestRenameDirLeavesOldNames(t *testing.T) {
 func TestReaderFollowsWriter(t *testing.T) {
 	e := newOutageEnv(t)
 	ctx := context.Background()
-	e.put("a", bytes.Repeat([]byte("o"), 50000))
-	r, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, w := readerAndWriter(t, e, "new")
 	defer r.Release()
-	w, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{Write: true, Trunc: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte("new"), 0)
 	if got := readAt(t, r, 0, 10); string(got) != "new" {
 		t.Errorf("read while the writer is open: %q", got)
 	}
@@ -434,17 +425,8 @@ func TestReaderFollowsTruncate(t *testing.T) {
 func TestReaderFollowsWriterThenRename(t *testing.T) {
 	e := newOutageEnv(t)
 	ctx := context.Background()
-	e.put("a", bytes.Repeat([]byte("o"), 50000))
-	r, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, w := readerAndWriter(t, e, "new bytes")
 	defer r.Release()
-	w, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{Write: true, Trunc: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte("new bytes"), 0)
 	if err := w.Release(); err != nil {
 		t.Fatal(err)
 	}
@@ -466,4 +448,25 @@ func TestReaderFollowsWriterThenRename(t *testing.T) {
 	if a, err := r.Attr(ctx); err != nil || a.Size != 9 {
 		t.Errorf("fstat after rename: %+v, %v", a, err)
 	}
+}
+
+// readerAndWriter puts an object a, opens it for reading (r), then for
+// writing with O_TRUNC (w), and writes body through w.
+func readerAndWriter(t *testing.T, e *outageEnv, body string) (r, w *Handle) {
+	t.Helper()
+	ctx := context.Background()
+	e.put("a", bytes.Repeat([]byte("o"), 50000))
+	r, err := e.fs.Open(ctx, "s3/bkt/a", OpenFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err = e.fs.Open(ctx, "s3/bkt/a", OpenFlags{Write: true, Trunc: true})
+	if err != nil {
+		r.Release()
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(body), 0); err != nil {
+		t.Fatal(err)
+	}
+	return r, w
 }

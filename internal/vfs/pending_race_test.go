@@ -34,17 +34,8 @@ func TestRenamedDirGoneWhileListed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := h.Write([]byte("!"), int64(len(data))); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Release(); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-g.caught:
-			case <-ctx.Done():
-				t.Fatal("the upload of a/x never started")
-			}
+			writeRelease(t, h, []byte("!"), int64(len(data)))
+			g.waitCaught(ctx, t)
 			if err := e.fs.Rename(ctx, "s3/bkt/a", "s3/bkt/c", RenameFlags{}); err != nil {
 				t.Fatal(err)
 			}

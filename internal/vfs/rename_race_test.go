@@ -88,6 +88,27 @@ func (g *gate) wait(ctx context.Context, key string) error {
 
 func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
+// waitCaught waits until an upload of the gate's key is held.
+func (g *gate) waitCaught(ctx context.Context, t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.caught:
+	case <-ctx.Done():
+		t.Fatalf("the upload of %s never started", g.key)
+	}
+}
+
+// writeRelease writes p at off through h and closes it.
+func writeRelease(t *testing.T, h *Handle, p []byte, off int64) {
+	t.Helper()
+	if _, err := h.Write(p, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // raceEnv is an FS over one mem bucket (s3/bkt) whose uploads of one key
 // wait at a gate and whose List calls a hook once answered.
 type raceEnv struct {
@@ -138,17 +159,8 @@ func renameDirRace(t *testing.T, landFirst bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Write([]byte("moved\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Release(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-g.caught:
-	case <-ctx.Done():
-		t.Fatal("the upload of o/sub/m.txt never started")
-	}
+	writeRelease(t, h, []byte("moved\n"), 0)
+	g.waitCaught(ctx, t)
 	src := writeback.Target{Scheme: "s3", Bucket: "bkt", Key: "o/sub/m.txt"}
 	land := func() {
 		// Let the upload land and wait until the file is durable and

@@ -84,7 +84,7 @@ if [ "$MODE" = ls ]; then
   for r in $(seq "$REPS"); do
     c_cold ferry
     timed_cmd 120 bash -c "ls -l '$C_ROOT/many' | wc -l >'$W/lscount'"
-    log "run $r: ls -l of $(cat "$W/lscount") lines in $(elapsed "$T_START" "$T_END") s; requests: $(reqs)"
+    log "run $r: ls -l of $(cat "$W/lscount") lines in $(elapsed "$T_START" "$T_END") s; requests: $(reqs); FUSE: $(fuseops)"
   done
   exit 0
 fi

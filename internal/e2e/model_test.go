@@ -79,8 +79,9 @@ func runModel(t *testing.T, o modelOptions) {
 	strict := os.Getenv("FERRY_MODEL_STRICT") != ""
 	fail := func(i int, format string, args ...any) {
 		t.Helper()
-		// The bucket as the divergence found it (before the stop drains).
-		bucket := strings.Join(e.keys("m/r/"), " ")
+		// The bucket as the divergence found it (before the stop drains),
+		// with what symlinks reach above the model root.
+		bucket := strings.Join(e.keys("m/"), " ")
 		mp.stop(t)
 		log, _ := os.ReadFile(mp.log.Name())
 		soak := ""
@@ -91,6 +92,7 @@ func runModel(t *testing.T, o modelOptions) {
 			i, soak, seed, i+1, t.Name(), fmt.Sprintf(format, args...), strings.Join(m.history, "\n"), bucket, tailStr(string(log), 3000))
 	}
 	t0 := time.Now()
+	escaped := 0 // operations not compared (see escapes)
 	for i := 0; i < o.ops; i++ {
 		existing := m.refNames()
 		op := m.gen(existing)
@@ -102,13 +104,18 @@ func runModel(t *testing.T, o modelOptions) {
 			m.note(fmt.Sprintf("%6d %s: skipped, the file is unlinked", i, op))
 			continue
 		}
+		if m.escapes(op) {
+			m.note(fmt.Sprintf("%6d %s: skipped, it resolves above the bucket", i, op))
+			escaped++
+			continue
+		}
 		m.note(fmt.Sprintf("%6d %s", i, op))
 		msg := m.apply(op)
 		if watch != "" {
 			t.Logf("%6d %-50s %s: mount %s, reference %s", i, op, watch, m.describe(0, watch), m.describe(1, watch))
 		}
 		if msg != "" {
-			fail(i, "%s: %s", op, msg)
+			fail(i, "%s: %s\npath walk:\n%s", op, msg, m.walk(op.path))
 		}
 		if o.checkEvery > 0 && (i+1)%o.checkEvery == 0 {
 			if diffs := m.compareTrees(); len(diffs) > 0 {
@@ -135,7 +142,7 @@ func runModel(t *testing.T, o modelOptions) {
 	if diffs := m.compareTrees(); len(diffs) > 0 {
 		fail(o.ops, "the trees differ at the end:\n%s", strings.Join(diffs, "\n"))
 	}
-	t.Logf("%d operations in %v", o.ops, time.Since(t0).Round(time.Millisecond))
+	t.Logf("%d operations in %v (%d not compared: they resolve above the bucket)", o.ops, time.Since(t0).Round(time.Millisecond), escaped)
 	if code, log := mp.term(t, 3*time.Minute); code != 0 {
 		t.Fatalf("ferry mount exited %d at the end (seed %d)\n%s", code, seed, tailStr(log, 6000))
 	}
@@ -216,10 +223,35 @@ func (m *model) apply(o op) string {
 // describe renders lstat of rel on side i, for FERRY_MODEL_WATCH.
 func (m *model) describe(i int, rel string) string {
 	var st syscall.Stat_t
-	if err := syscall.Lstat(filepath.Join(m.roots[i], rel), &st); err != nil {
+	p := filepath.Join(m.roots[i], rel)
+	if err := syscall.Lstat(p, &st); err != nil {
 		return err.Error()
 	}
+	if t, err := os.Readlink(p); err == nil {
+		return statText(&st) + " -> " + strconv.Quote(t)
+	}
 	return statText(&st)
+}
+
+// walk describes each prefix of rel on both sides (lstat, then stat
+// through symlinks), for a divergence report.
+func (m *model) walk(rel string) string {
+	var b strings.Builder
+	parts := strings.Split(rel, "/")
+	for k := range parts {
+		p := strings.Join(parts[:k+1], "/")
+		for i, side := range []string{"mount", "reference"} {
+			var st syscall.Stat_t
+			follow := "stat: ok"
+			if err := syscall.Stat(filepath.Join(m.roots[i], p), &st); err != nil {
+				follow = "stat: " + err.Error()
+			} else {
+				follow = "stat: " + statText(&st)
+			}
+			fmt.Fprintf(&b, "  %-12s %-9s lstat: %s; %s\n", p, side, m.describe(i, p), follow)
+		}
+	}
+	return b.String()
 }
 
 // unlinkedHandle reports whether o is I/O (not close) on a handle whose

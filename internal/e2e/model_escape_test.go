@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// escapes reports whether op names a path that, on the reference, resolves
+// (through the symlinks the model makes, ".." among them) above the
+// directory standing for the bucket: the parent of the model's m. Above
+// its bucket, the mount has /fusion/s3 (bucket names, no files) where the
+// reference has ordinary directories, so such operations are not
+// compared (seed 1795778126483121153: d -> "..", c -> "..", c -> "../a"
+// made `open d/c/c O_CREAT` create a file beside the reference's tree,
+// and look up a bucket named "a" on the mount).
+func (m *model) escapes(o op) bool {
+	if m.resolvesAbove(o.path) {
+		return true
+	}
+	switch o.kind {
+	case opRename, opLink:
+		return m.resolvesAbove(o.path2)
+	}
+	return false
+}
+
+// resolvesAbove walks rel from the reference root, following every
+// symlink (the last component's too), and reports whether the walk leaves
+// the bucket's stand-in.
+func (m *model) resolvesAbove(rel string) bool {
+	root := m.roots[1]
+	top := filepath.Dir(filepath.Dir(root))
+	above := func(p string) bool {
+		r, err := filepath.Rel(top, p)
+		return err != nil || r == ".." || strings.HasPrefix(r, "../")
+	}
+	cur := root
+	comps := strings.Split(rel, "/")
+	for links := 0; len(comps) > 0; {
+		c := comps[0]
+		comps = comps[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			if above(cur) {
+				return true
+			}
+			continue
+		}
+		next := filepath.Join(cur, c)
+		if fi, err := os.Lstat(next); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			t, err := os.Readlink(next)
+			if links++; err != nil || links > 40 {
+				return false // ELOOP on both sides
+			}
+			comps = append(strings.Split(t, "/"), comps...)
+			continue
+		}
+		cur = next
+	}
+	return false
+}

@@ -39,8 +39,8 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	defer h.obs("read", time.Now(), &errno)
 	// A range held whole by one cached block goes to the kernel as a file
 	// descriptor (spliced), without a copy through Go.
-	if f, fileOff, ok := h.h.CachedFile(off, len(dest)); ok {
-		n := min(int64(len(dest)), h.h.Size-off)
+	if f, fileOff, m, ok := h.h.CachedFile(off, len(dest)); ok {
+		n := int64(m)
 		if n > spliceMin && n <= spliceMax() {
 			return fuse.ReadResultFd(f.Fd(), fileOff, int(n)), 0
 		}

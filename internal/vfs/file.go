@@ -239,15 +239,21 @@ func readFull(ctx context.Context, read func(context.Context, []byte, int64) (in
 	return n, nil
 }
 
-// CachedFile returns an open cache file and offset that hold p's range
-// [off, off+n) when the block cache has all of it, so the FUSE layer can
-// hand the kernel a file descriptor instead of copying.
-func (h *Handle) CachedFile(off int64, n int) (*os.File, int64, bool) {
-	rd := h.reader()
-	if rd == nil || h.dirty() != nil {
-		return nil, 0, false
+// CachedFile returns an open cache file and offset that hold the file's
+// range [off, off+n), n clipped at the end of the object the handle reads
+// now (not its size at open: a rename may have moved it to a rewritten
+// version), when the block cache has all of it, so the FUSE layer can hand
+// the kernel a file descriptor instead of copying.
+func (h *Handle) CachedFile(off int64, n int) (f *os.File, fileOff int64, m int, ok bool) {
+	h.mu.Lock()
+	rd, size := h.rd, h.ref.Size
+	h.mu.Unlock()
+	if rd == nil || off >= size || h.dirty() != nil {
+		return nil, 0, 0, false
 	}
-	return rd.CachedFile(off, int64(n))
+	m = int(min(int64(n), size-off))
+	f, fileOff, ok = rd.CachedFile(off, int64(m))
+	return f, fileOff, m, ok
 }
 
 // Write writes at off (the file must be open for writing).

@@ -164,27 +164,28 @@ func (fs *FS) moveHandles(src, dst Loc, moved map[string]objstore.ObjectInfo) {
 	}
 }
 
-// retarget makes a clean handle read the object info (the same bytes
-// under a new key) instead of the one it opened. A handle that followed a
-// dirty file written through another descriptor, durable and dropped
-// since (its reads go to the object it uploaded, at the old key, which
-// the rename deletes), reads the moved object instead: it holds those
-// bytes.
+// retarget makes a clean handle read the object info, what the rename
+// moved from the handle's name, instead of the version it opened: the
+// handle is still registered at that name, so the file there is its file
+// (a file that replaced it would have orphaned it, see orphanHandles). The
+// moved object may be a newer version than the one opened: the file was
+// rewritten through another descriptor and uploaded since (the handle may
+// have followed that dirty file, now dropped, whose reads go to the old
+// key the rename deletes; or it never looked at it). Either way its bytes
+// and size are the moved object's.
 func (h *Handle) retarget(info objstore.ObjectInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.rd == nil || info.Version == "" {
 		return
 	}
-	size := h.ref.Size
-	if h.follow != nil && !h.held {
+	if !h.held {
 		h.follow = nil
-		size = info.Size
-		h.attr.Size = info.Size
 	}
+	h.attr.Size = info.Size
 	st := h.ref.Store
 	h.old = append(h.old, h.rd)
-	h.ref = block.Ref{Store: st, StoreID: h.ref.StoreID, Key: info.Key, Version: info.Version, Size: size}
+	h.ref = block.Ref{Store: st, StoreID: h.ref.StoreID, Key: info.Key, Version: info.Version, Size: info.Size}
 	h.rd = h.fs.deps.Blocks.Open(h.ref)
 }
 

@@ -40,7 +40,9 @@ bench-quick: setup build
 	./bench/run.sh quick
 
 soak: setup build
-	FERRY_SOAK=1 CGO_ENABLED=1 $(GO) test -count=1 -timeout 60m -run Soak ./...
+	FERRY_SOAK=1 CGO_ENABLED=1 $(GO) test -count=1 -timeout 60m -v -run Soak ./internal/e2e/ >.tools/soak-last.log 2>&1; rc=$$?; \
+	  grep -E "^(--- |ok|FAIL)|FERRY_(MODEL|CRASH)_SEED|operations in" .tools/soak-last.log; \
+	  echo "soak: $$(grep -c "iteration [0-9]*:" .tools/soak-last.log) crash iterations; full log .tools/soak-last.log"; exit $$rc
 
 # The ferry image (FROM scratch, /usr/bin/ferry and /usr/bin/fusion) from
 # bin/ferry, tagged ferry:$(VERSION) and ferry:latest, on $$DOCKER_HOST, else

@@ -223,7 +223,11 @@ func TestConcurrentReadsFetchOnce(t *testing.T) {
 func TestSequentialReadaheadIsParallel(t *testing.T) {
 	const size = 48 << 20
 	f := newFixture(t, size, Config{BlockSize: 1 << 20, PartSize: 2 << 20, ReadaheadMax: 32 << 20})
-	f.store.delay = 20 * time.Millisecond
+	// GETs slow enough that the reader catches up with them even on a
+	// loaded machine: with 20 ms, a reader slowed by -race and parallel
+	// packages consumed each part about as fast as one arrived, and only
+	// 5 were ever in flight (1 run in 60).
+	f.store.delay = 100 * time.Millisecond
 	r := f.cache.Open(f.ref)
 	defer r.Close()
 	f.readAll(r, 128<<10, f.data)

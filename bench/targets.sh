@@ -15,6 +15,9 @@
 #                                   baseline, page cache dropped by fio)
 #   bench/targets.sh ls [REPS]      ls -l of 10,000 keys in one directory, cold
 #                                   (fresh mount, drop_caches), with the requests
+#   bench/targets.sh lsr [REPS]     ls -lR of a tree of TREE_N keys (default
+#                                   50,000, 1,000 per directory), cold, with
+#                                   the requests
 #   bench/targets.sh task [REPS]    the full bench's task workload, ferry only
 #                                   (4 x ferry run on one cache dir, then the
 #                                   same tasks on one ferry mount; 2 GiB reference)
@@ -25,7 +28,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls | task) ;; *) sed -n '2,24p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls | lsr | task) ;; *) sed -n '2,27p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -85,6 +88,16 @@ if [ "$MODE" = ls ]; then
     c_cold ferry
     timed_cmd 120 bash -c "ls -l '$C_ROOT/many' | wc -l >'$W/lscount'"
     log "run $r: ls -l of $(cat "$W/lscount") lines in $(elapsed "$T_START" "$T_END") s; requests: $(reqs); FUSE: $(fuseops)"
+  done
+  exit 0
+fi
+if [ "$MODE" = lsr ]; then
+  TREE_N=${TREE_N:-50000}
+  python3 "$LIB/s3.py" put-many "$BUCKET" tree/ "$TREE_N" 64 1000
+  for r in $(seq "$REPS"); do
+    c_cold ferry
+    timed_cmd 600 bash -c "ls -lR '$C_ROOT/tree' | grep -c '^-' >'$W/lscount'"
+    log "run $r: ls -lR: $(cat "$W/lscount") files in $(elapsed "$T_START" "$T_END") s; requests: $(reqs)"
   done
   exit 0
 fi

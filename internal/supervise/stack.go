@@ -166,6 +166,7 @@ func (s *stack) unmount() {
 
 // close releases everything (after drain and unmount).
 func (s *stack) close() {
+	s.fs.Close()
 	s.wb.Close()
 	s.blocks.Close()
 	s.meta.Close()

@@ -42,6 +42,7 @@ func (fs *FS) Readdir(ctx context.Context, p string) ([]DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	fs.walkAhead(l)
 	ents := ls.Entries()
 	out := make([]DirEntry, 0, len(ents))
 	for _, e := range ents {

@@ -65,6 +65,8 @@ type FS struct {
 	// (Loc.cacheKey), see handles.go. Lock order: hmu, then Handle.mu.
 	hmu  sync.Mutex
 	open map[string]map[*Handle]struct{}
+
+	ahead *dirAhead // background listings of a directory walk (dirahead.go)
 }
 
 type missCount struct {
@@ -85,7 +87,7 @@ func New(opts Options, deps Deps) *FS {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}}
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead()}
 }
 
 // Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme

@@ -90,8 +90,10 @@ type Config struct {
 	// Drain waiting lifts the limit. Default 30ms; < 0 disables the limit.
 	ForegroundQuiet time.Duration
 	// ForegroundUploads: requests in flight while the task is busy writing
-	// (see ForegroundQuiet). Default twice the number of CPUs
-	// (GOMAXPROCS).
+	// (see ForegroundQuiet). Default the number of CPUs (GOMAXPROCS): on
+	// 2 cores, twice that made a cp of 1,000 small files return 6 %
+	// later (4 rounds of 5 runs, A/B), with no gain in the time until all
+	// were uploaded.
 	ForegroundUploads int
 	// PartSize is the base multipart part size; it grows with the file
 	// (objstore.PartSize) so that MaxParts parts reach the backend maximum.
@@ -146,7 +148,7 @@ func (c Config) withDefaults() Config {
 		c.ForegroundQuiet = DefaultForegroundQuiet
 	}
 	if c.ForegroundUploads <= 0 {
-		c.ForegroundUploads = 2 * runtime.GOMAXPROCS(0)
+		c.ForegroundUploads = runtime.GOMAXPROCS(0)
 	}
 	if c.PartSize <= 0 {
 		c.PartSize = DefaultPartSize

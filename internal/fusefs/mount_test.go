@@ -68,6 +68,7 @@ func mountStore(t *testing.T, st objstore.Store, mcfg meta.Config) (string, *wri
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 		srv.Wait()
+		v.Close()
 		wb.Close()
 		bc.Close()
 		mc.Close()

@@ -80,6 +80,7 @@ func newNFEnv(t *testing.T, env map[string]string) *nfEnv {
 	}
 	t.Cleanup(mc.Close)
 	e.fs = vfs.New(vfs.Options{}, vfs.Deps{Resolve: resolve, Writeback: e.wb, Meta: mc, Logger: log})
+	t.Cleanup(e.fs.Close)
 	nf.setDeps(nextflowDeps{fs: e.fs, resolve: resolve, log: log})
 	return e
 }

@@ -38,5 +38,7 @@ func newTestFS(t *testing.T, resolve func(ctx context.Context, scheme, bucket st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bc.Close() })
-	return New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log}), wb
+	fs := New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
+	t.Cleanup(fs.Close) // before the caches close: it waits for background listings
+	return fs, wb
 }

@@ -172,3 +172,30 @@ func TestObjectBesideDir(t *testing.T) {
 		})
 	}
 }
+
+// TestTreeWalk walks a tree of 30 directories with find, du and ls -R
+// through the mount (the walk-ahead lists siblings in the background),
+// with a file created and one removed through the mount in directories
+// the walk has not reached yet: every walk sees exactly the tree.
+func TestTreeWalk(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	for d := range 30 {
+		for f := range 5 {
+			e.put(fmt.Sprintf("t/d%02d/f%d", d, f), []byte("x"))
+		}
+	}
+	out := e.mustRun(fmt.Sprintf(`
+cd %[1]s
+echo find1=$(find t -type f | wc -l)
+echo new > t/d25/g; rm t/d27/f0
+echo find2=$(find t -type f | wc -l)
+echo lsr=$(ls -R t | grep -c '^f\|^g')
+echo g=$(cat t/d25/g) f0=$(ls t/d27/f0 2>/dev/null | wc -l)
+`, e.path("")))
+	for _, want := range []string{"find1=150", "find2=150", "lsr=150", "g=new f0=0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}

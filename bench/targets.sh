@@ -82,22 +82,20 @@ if [ "$MODE" = task ]; then
   done
   exit 0
 fi
-if [ "$MODE" = ls ]; then
-  python3 "$LIB/s3.py" put-many "$BUCKET" many/ 10000 1024
+if [ "$MODE" = ls ] || [ "$MODE" = lsr ]; then
+  # ls: one directory of 10,000 keys (lines of ls -l); lsr: a tree (files of ls -lR).
+  if [ "$MODE" = ls ]; then
+    python3 "$LIB/s3.py" put-many "$BUCKET" many/ 10000 1024
+    what="ls -l of many/" walk='ls -l "$C_ROOT/many" | wc -l'
+  else
+    python3 "$LIB/s3.py" put-many "$BUCKET" tree/ "${TREE_N:-50000}" 64 1000
+    what="ls -lR of tree/" walk='ls -lR "$C_ROOT/tree" | grep -c "^-"'
+  fi
   for r in $(seq "$REPS"); do
     c_cold ferry
-    timed_cmd 120 bash -c "ls -l '$C_ROOT/many' | wc -l >'$W/lscount'"
-    log "run $r: ls -l of $(cat "$W/lscount") lines in $(elapsed "$T_START" "$T_END") s; requests: $(reqs); FUSE: $(fuseops)"
-  done
-  exit 0
-fi
-if [ "$MODE" = lsr ]; then
-  TREE_N=${TREE_N:-50000}
-  python3 "$LIB/s3.py" put-many "$BUCKET" tree/ "$TREE_N" 64 1000
-  for r in $(seq "$REPS"); do
-    c_cold ferry
-    timed_cmd 600 bash -c "ls -lR '$C_ROOT/tree' | grep -c '^-' >'$W/lscount'"
-    log "run $r: ls -lR: $(cat "$W/lscount") files in $(elapsed "$T_START" "$T_END") s; requests: $(reqs)"
+    export C_ROOT # the walk's shell expands it
+    timed_cmd 600 bash -c "$walk >'$W/lscount'"
+    log "run $r: $what: $(cat "$W/lscount") in $(elapsed "$T_START" "$T_END") s; requests: $(reqs); FUSE: $(fuseops)"
   done
   exit 0
 fi

@@ -137,9 +137,7 @@ func plausibleBucket(name string) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
+		if c := name[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
 			return false
 		}
 	}

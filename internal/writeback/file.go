@@ -402,7 +402,7 @@ func (f *File) openDataLocked() (*os.File, error) {
 	if f.fd != nil {
 		return f.fd, nil
 	}
-	fd, err := os.OpenFile(f.m.j.dataPath(f.id), os.O_RDWR, 0o600)
+	fd, err := openData(f.m.j.dataPath(f.id), os.O_RDWR)
 	if err != nil {
 		if f.stageErr == nil {
 			f.stageErr = err

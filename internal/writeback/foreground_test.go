@@ -161,9 +161,11 @@ func TestForegroundStream(t *testing.T) {
 }
 
 // TestSparesWhileBusy: spares used up while the task is busy are made
-// again meanwhile, although staged files wait for their upload (uploads
-// yield to the task and recycle few; once it is quiet, the staged files
-// count as spares to come).
+// again meanwhile, up to a cushion (an eighth of SpareFiles), although
+// staged files wait for their upload (uploads yield to the task and
+// recycle few); not more, so that a short burst does not create files it
+// never uses. Once the task is quiet, prefill fills up, counting the
+// staged files as spares to come.
 func TestSparesWhileBusy(t *testing.T) {
 	e := newEnv(t)
 	// No upload ends, so no data file is recycled: the spares counted are
@@ -183,18 +185,29 @@ func TestSparesWhileBusy(t *testing.T) {
 		return len(m.spares)
 	}
 	waitFor(t, "the spares", func() bool { return spares() == 64 })
-	busyTask(t, m)
+	stop := busyTask(t, m)
 	waitFor(t, "the task to be busy", func() bool { return !m.sched.busyUntil().IsZero() })
 	writeSmall(t, m, "f", 40) // staged, not uploaded: none is recycled
 	// The refill that writeSmall started may have ended before its last
 	// files took their spares (refills start once half are used): use up
 	// more, so that exactly 64 are wanted.
 	m.spareMu.Lock()
-	m.spares = m.spares[:4] // their files stay, as orphans
+	m.spares = m.spares[:2] // their files stay, as orphans
 	m.spareMu.Unlock()
 	m.refill()
-	waitFor(t, "the spares made again", func() bool { return spares() == 64 })
+	waitFor(t, "the spares made again", func() bool { return spares() == sparesBusy(64) })
+	m.spareMu.Lock()
+	refilling := m.refilling
+	m.spareMu.Unlock()
+	if got := spares(); got != sparesBusy(64) || refilling {
+		t.Fatalf("%d spares (refilling %v) while busy, want %d and done", got, refilling, sparesBusy(64))
+	}
 	if n := pending(m); n != 40 {
 		t.Fatalf("%d files pending, want 40 (none uploaded)", n)
 	}
+	// Quiet: prefill fills up to 64, the 40 staged files counted.
+	stop()
+	waitFor(t, "the task to be quiet", func() bool { return m.sched.busyUntil().IsZero() })
+	m.refill()
+	waitFor(t, "the spares filled up", func() bool { return spares() == 64-40 })
 }

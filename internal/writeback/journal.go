@@ -98,12 +98,31 @@ func (j *journal) logPath() string           { return filepath.Join(j.dir, logNa
 
 // createData creates the (empty) data file of a new id.
 func (j *journal) createData(id string) (*os.File, error) {
-	fd, err := os.OpenFile(j.dataPath(id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	fd, err := openData(j.dataPath(id), os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return nil, err
 	}
 	j.dirChanged()
 	return fd, nil
+}
+
+// openData opens a data file (mode 0600 when created). Data files are
+// regular files, which Go's poller cannot watch, yet os.OpenFile tries:
+// it sets O_NONBLOCK, fails to register the file with epoll and clears
+// the flag again (five syscalls more per open). A data file is opened
+// two or three times per staged file, and a cp of 1,000 small files made
+// 11,000 fcntl calls; os.NewFile on a blocking descriptor makes one.
+func openData(path string, flag int) (*os.File, error) {
+	for {
+		fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0o600)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return os.NewFile(uintptr(fd), path), nil
+	}
 }
 
 // dirChanged notes a new name in the directory: with sync, the next

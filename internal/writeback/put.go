@@ -92,7 +92,7 @@ func (f *File) putWhole(ctx context.Context, st objstore.Store, snap snapshot, o
 	f.mu.Lock()
 	f.baseReadsDone = f.attemptsStarted
 	f.mu.Unlock()
-	rd, err := os.Open(m.j.dataPath(f.id))
+	rd, err := openData(m.j.dataPath(f.id), os.O_RDONLY)
 	if err != nil {
 		return objstore.ObjectInfo{}, err
 	}
@@ -165,7 +165,7 @@ func (f *File) multipart(ctx context.Context, st objstore.Store, mp objstore.Mul
 			return objstore.ObjectInfo{}, fmt.Errorf("writeback: base %s changed (version %s, want %s): %w", b.Key, info.Version, b.Version, objstore.ErrPrecondition)
 		}
 	}
-	rd, err := os.Open(m.j.dataPath(f.id))
+	rd, err := openData(m.j.dataPath(f.id), os.O_RDONLY)
 	if err != nil {
 		return objstore.ObjectInfo{}, err
 	}

@@ -20,20 +20,20 @@ const maxSpares = 512
 // deletes them like any orphan data file.
 
 // newData returns the id and open, empty data file for a new staged file:
-// a spare when there is one, else a new file. Once fewer than half of
-// Config.SpareFiles are left, more are made in the background (a task
+// a spare when there is one, else a new file. Once fewer than a sixteenth
+// of Config.SpareFiles are left, more are made in the background (a task
 // writing many small files outruns the recycling, as uploads yield to it).
 func (m *Manager) newData() (string, *os.File, error) {
 	m.spareMu.Lock()
 	for len(m.spares) > 0 {
 		id := m.spares[len(m.spares)-1]
 		m.spares = m.spares[:len(m.spares)-1]
-		low := len(m.spares) < m.cfg.SpareFiles/2
+		low := len(m.spares) < sparesLow(m.cfg.SpareFiles)
 		m.spareMu.Unlock()
 		if low {
 			m.refill()
 		}
-		fd, err := os.OpenFile(m.j.dataPath(id), os.O_RDWR, 0o600)
+		fd, err := openData(m.j.dataPath(id), os.O_RDWR)
 		if err == nil {
 			return id, fd, nil
 		}
@@ -88,20 +88,33 @@ func (m *Manager) refill() {
 	}
 }
 
-// prefill creates spare data files in the background until there are
-// Config.SpareFiles, so that the files a task writes find them. Creating
-// a file takes CPU too (0.5 ms on some disks): it runs at the lowest CPU
-// priority, so that it takes only what the task leaves. While the task is
-// quiet it also counts the staged files (each is recycled once uploaded);
-// while it is busy, uploads yield and recycle few.
+// sparesLow: below this many spares, newData starts prefill (a sixteenth
+// of Config.SpareFiles, at least 1); sparesBusy: while the task is busy,
+// prefill stops at this many (an eighth).
+func sparesLow(n int) int  { return max(1, n/16) }
+func sparesBusy(n int) int { return max(2, n/8) }
+
+// prefill creates spare data files in the background, so that the files
+// a task writes find them. Creating a file takes CPU too (0.5 ms on some
+// disks; several times that on ext4 without a journal right after many
+// deletes, which then scans the recently freed inodes): it runs at the
+// lowest CPU priority, so that it takes only what the task leaves.
+//
+// While the task is quiet, prefill fills up to Config.SpareFiles, counting
+// the staged files (each is recycled once uploaded). While it is busy,
+// uploads yield and recycle few, so prefill keeps a cushion only
+// (sparesBusy): enough that a long burst of new files does not create its
+// data files inline, while a short one (a cp of 1,000 files, against
+// 1,024 spares) does not make hundreds of files it will never use, whose
+// creation and deletion took a fifth of ferry's CPU during such a cp.
 func (m *Manager) prefill() {
 	if nicePrefill {
 		lowPriority()
 	}
 	for {
-		until := m.sched.busyUntil()
+		busy := !m.sched.busyUntil().IsZero()
 		staged := 0
-		if until.IsZero() {
+		if !busy {
 			m.mu.Lock()
 			staged = len(m.byID)
 			m.mu.Unlock()
@@ -109,7 +122,8 @@ func (m *Manager) prefill() {
 		m.spareMu.Lock()
 		n := len(m.spares)
 		enough := n >= m.cfg.SpareFiles || m.sparesClosed || m.ctx.Err() != nil ||
-			(until.IsZero() && n+staged >= m.cfg.SpareFiles)
+			(busy && n >= sparesBusy(m.cfg.SpareFiles)) ||
+			(!busy && n+staged >= m.cfg.SpareFiles)
 		if enough {
 			m.refilling = false
 		}

@@ -172,7 +172,7 @@ func (s *stream) pump() {
 		fail(errNoMultipart)
 		return
 	}
-	rd, err := os.Open(m.j.dataPath(f.id))
+	rd, err := openData(m.j.dataPath(f.id), os.O_RDONLY)
 	if err != nil {
 		fail(err)
 		return

@@ -5,7 +5,9 @@
 #   dd of 256 MiB (1 MiB blocks): return, durable (HEAD on the direct port
 #     shows the full size); the same dd onto the cache disk (+ sync) for
 #     the ratio of write throughput to close;
-#   cp of 1,000 x 4 KiB: return, all listed (ListObjectsV2 on the direct port).
+#   cp of 1,000 x 4 KiB into a new directory (job 6 of the peer bench:
+#     mkdir, then the timed cp of the files): return, all listed
+#     (ListObjectsV2 on the direct port).
 #   bench/targets.sh write [REPS]   (default 5; needs root, make setup, make build)
 # and the read-path figures of ferry (issue 4), each fio run on a fresh mount
 # for cold, with ferry's peak RSS per run:
@@ -28,7 +30,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls | lsr | task) ;; *) sed -n '2,27p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls | lsr | task) ;; *) sed -n '2,29p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -137,6 +139,20 @@ TOXI_PID=$(pgrep -n toxiproxy-serv)
 
 perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
 perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }
+# TIMELINE=1: during each dd and cp, every 0.1 s, the Puts and bytes ferry
+# sent (finished requests) and the
+# machine's busy CPU share (from /proc/stat) over that 0.1 s.
+tl_start() {
+  [ "${TIMELINE:-0}" = 1 ] || return 0
+  (t0=$(now); read -r _ a b c i w x y z _ </proc/stat; pb=$((a + b + c + x + y + z)); pt=$((pb + i + w))
+    while sleep 0.1; do
+      read -r _ a b c i w x y z _ </proc/stat; nb=$((a + b + c + x + y + z)); nt=$((nb + i + w))
+      puts=$(curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total.*op="Put"/{n+=$NF} /^ferry_backend_written_bytes_total/{b+=$NF} END{printf "%d MiB=%d", n, b/1048576}')
+      printf '%s puts=%s cpu=%s%%\n' "$(elapsed "$t0" "$(now)")" "$puts" $(((nb - pb) * 100 / (nt - pt > 0 ? nt - pt : 1))) >&2
+      pb=$nb pt=$nt
+    done) & TL_PID=$!
+}
+tl_stop() { [ "${TIMELINE:-0}" = 1 ] || return 0; kill "$TL_PID" 2>/dev/null; wait "$TL_PID" 2>/dev/null || true; }
 
 declare -a DDR DDD CPR CPL LOC
 for r in $(seq "$REPS"); do
@@ -145,19 +161,24 @@ for r in $(seq "$REPS"); do
   sleep 1 # let the mount's start-up work (spare staging files) settle
   c0=$(cpu "$C_PID") m0=$(cpu "$MINIO_PID") x0=$(cpu "$TOXI_PID")
   perf_start "dd.$r"
+  tl_start
   timed_cmd 300 dd if="$W/data/256m.bin" of="$C_ROOT/w$r/256m.bin" bs=1M status=none
   ddr=$(elapsed "$T_START" "$T_END")
   out=$(python3 "$LIB/s3.py" wait-size "$BUCKET" "w$r/256m.bin" $((${WRITE_MB:-256} << 20)) 120)
   ddd=$(elapsed "$T_START" "$out")
+  tl_stop
   perf_stop
   log "  dd CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")")"
   sleep 1
   c0=$(cpu "$C_PID") m0=$(cpu "$MINIO_PID") x0=$(cpu "$TOXI_PID")
   perf_start "cp.$r"
-  timed_cmd 300 cp -r "$W/data/small1000" "$C_ROOT/small$r"
+  tl_start
+  mkdir "$C_ROOT/small$r"
+  timed_cmd 300 sh -c "cp '$W'/data/small1000/* '$C_ROOT/small$r/'"
   cpr=$(elapsed "$T_START" "$T_END")
   out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "small$r/s" 1000 120)
   cpl=$(elapsed "$T_START" "$out")
+  tl_stop
   perf_stop
   log "  requests after cp: $(reqs)"
   log "  FUSE ops after cp: $(fuseops)"

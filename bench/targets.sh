@@ -176,13 +176,14 @@ for r in $(seq "$REPS"); do
   mkdir "$C_ROOT/small$r"
   timed_cmd 300 sh -c "cp '$W'/data/small1000/* '$C_ROOT/small$r/'"
   cpr=$(elapsed "$T_START" "$T_END")
+  c1=$(cpu "$C_PID") m1=$(cpu "$MINIO_PID")
   out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "small$r/s" 1000 120)
   cpl=$(elapsed "$T_START" "$out")
   tl_stop
   perf_stop
   log "  requests after cp: $(reqs)"
   log "  FUSE ops after cp: $(fuseops)"
-  log "  cp CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")")"
+  log "  cp CPU s: ferry $(elapsed "$c0" "$(cpu "$C_PID")"), minio $(elapsed "$m0" "$(cpu "$MINIO_PID")"), toxiproxy $(elapsed "$x0" "$(cpu "$TOXI_PID")"); until cp returned: ferry $(elapsed "$c0" "$c1"), minio $(elapsed "$m0" "$m1")"
   # The same dd onto the cache disk, + sync (durable locally).
   drop_caches
   t0=$(now)

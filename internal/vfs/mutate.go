@@ -243,6 +243,11 @@ func (fs *FS) deleteKey(ctx context.Context, st objstore.Store, l Loc) error {
 
 // renameDir moves every key under src/ (and dirty files there) to dst/.
 func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) error {
+	// Keys move one at a time: an interrupt (EINTR) after the first one
+	// would leave the directory half moved, and the retried rename would
+	// fail with ENOTEMPTY on the part already at dst. Finish it (errors
+	// of the store still stop it: see Limits in the README).
+	ctx = context.WithoutCancel(ctx)
 	sp, dp := src.Key+"/", dst.Key+"/"
 	// Dirty files first, the bucket after: an upload that lands (and whose
 	// file writeback then forgets) between the two looks is then in the

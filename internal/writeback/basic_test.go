@@ -82,6 +82,9 @@ func stagingLeft(t *testing.T, m *Manager) []string {
 	for _, id := range m.spares {
 		spare[id+dataExt] = true
 	}
+	for _, s := range m.ready {
+		spare[s.id+dataExt] = true
+	}
 	m.spareMu.Unlock()
 	var left []string
 	for _, ent := range ents {

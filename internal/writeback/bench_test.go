@@ -77,7 +77,7 @@ func TestSmallFilesParallel(t *testing.T) {
 	waitFor(t, "the spare data files", func() bool { // ferry starts before the task
 		m.spareMu.Lock()
 		defer m.spareMu.Unlock()
-		return len(m.spares) >= m.cfg.SpareFiles
+		return m.spareCountLocked() >= m.cfg.SpareFiles
 	})
 	const n = 1000
 	closed, durable := smallFiles(t, m, n, 4<<10)

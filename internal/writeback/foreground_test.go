@@ -182,17 +182,23 @@ func TestSparesWhileBusy(t *testing.T) {
 	spares := func() int {
 		m.spareMu.Lock()
 		defer m.spareMu.Unlock()
-		return len(m.spares)
+		return m.spareCountLocked()
 	}
 	waitFor(t, "the spares", func() bool { return spares() == 64 })
 	stop := busyTask(t, m)
 	waitFor(t, "the task to be busy", func() bool { return !m.sched.busyUntil().IsZero() })
 	writeSmall(t, m, "f", 40) // staged, not uploaded: none is recycled
-	// The refill that writeSmall started may have ended before its last
-	// files took their spares (refills start once half are used): use up
-	// more, so that exactly 64 are wanted.
+	// Use up all spares but 2 (their files stay, as orphans), so that
+	// prefill has to make some while the task is busy.
 	m.spareMu.Lock()
-	m.spares = m.spares[:2] // their files stay, as orphans
+	for m.spareCountLocked() > 2 {
+		if n := len(m.ready); n > 0 {
+			m.ready[n-1].fd.Close()
+			m.ready = m.ready[:n-1]
+		} else {
+			m.spares = m.spares[:len(m.spares)-1]
+		}
+	}
 	m.spareMu.Unlock()
 	m.refill()
 	waitFor(t, "the spares made again", func() bool { return spares() == sparesBusy(64) })

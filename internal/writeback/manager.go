@@ -48,9 +48,11 @@ type Manager struct {
 	chMu    sync.Mutex
 	changed chan struct{} // closed and replaced by notify
 
-	// spareMu guards spares, sparesClosed and refilling; it is a leaf lock.
+	// spareMu guards spares, ready, sparesClosed and refilling; it is a
+	// leaf lock.
 	spareMu      sync.Mutex
-	spares       []string // ids of empty data files ready for reuse
+	spares       []string    // ids of empty data files ready for reuse (closed)
+	ready        []openSpare // spares held open (at most openSpares): no open(2) in Create
 	sparesClosed bool
 	refilling    bool // prefill runs
 

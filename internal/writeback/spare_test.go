@@ -1,0 +1,54 @@
+package writeback
+
+import (
+	"testing"
+
+	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
+)
+
+// TestOpenSpares: prefill holds up to openSpares spares open, Create
+// takes an open one (no open(2) on its path), and once fewer than half
+// are open while closed spares are left, prefill opens more in the
+// background without making new files.
+func TestOpenSpares(t *testing.T) {
+	e := newEnv(t)
+	// No upload ends, so no data file is recycled.
+	g := e.gate(func(op, key string) bool { return op == faulty.OpPut })
+	e.setFaults(faulty.Config{Stall: g.stall})
+	cfg := e.config()
+	cfg.SpareFiles = 200
+	m := e.open(cfg)
+	counts := func() (ready, all int) {
+		m.spareMu.Lock()
+		defer m.spareMu.Unlock()
+		return len(m.ready), m.spareCountLocked()
+	}
+	waitFor(t, "the spares", func() bool { r, n := counts(); return r == openSpares && n == 200 })
+
+	m.spareMu.Lock()
+	top := m.ready[len(m.ready)-1]
+	m.spareMu.Unlock()
+	f, err := m.Create(Target{Scheme: "s3", Bucket: "bkt", Key: "one"}, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.id != top.id || f.fd != top.fd {
+		t.Errorf("Create staged in %s, want the open spare %s", f.id, top.id)
+	}
+	if r, _ := counts(); r != openSpares-1 {
+		t.Errorf("%d spares open after one Create, want %d", r, openSpares-1)
+	}
+
+	// 40 more: 23 left open, fewer than half: prefill opens 41 of the
+	// closed ones; none is made (160 spares and 41 staged files).
+	writeSmall(t, m, "f", 40)
+	waitFor(t, "the spares opened again", func() bool { r, n := counts(); return r == openSpares && n == 159 })
+	waitFor(t, "prefill to end", func() bool {
+		m.spareMu.Lock()
+		defer m.spareMu.Unlock()
+		return !m.refilling
+	})
+	if r, n := counts(); r != openSpares || n != 159 {
+		t.Errorf("%d spares (%d open), want 159 (%d open)", n, r, openSpares)
+	}
+}

@@ -169,6 +169,9 @@ func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error
 		if err := fs.clearPending(ctx, st, dst); err != nil {
 			return err
 		}
+		if err := fs.clearPendingBelow(ctx, st, src, dst); err != nil {
+			return err
+		}
 		err = fs.renameDir(ctx, st, src, dst)
 	} else {
 		err = fs.renameOne(ctx, st, src, dst)

@@ -82,3 +82,49 @@ func (fs *FS) clearPending(ctx context.Context, st objstore.Store, l Loc) error 
 	}
 	return nil
 }
+
+// clearPendingBelow deletes now the old names pending deletion below dst
+// at which moving the directory src to dst makes a directory (an old
+// file d/x, and a subdirectory x of src): as for clearPending, MinIO does
+// not list the keys below d/x while the object d/x exists, and once they
+// are gone it still lists d/x/ as a directory. Without pending deletes
+// below dst (the common case) it costs nothing.
+func (fs *FS) clearPendingBelow(ctx context.Context, st objstore.Store, src, dst Loc) error {
+	dp := dst.dirPrefix()
+	pending := fs.deps.Writeback.PendingDeletes(dst.Scheme, dst.Bucket, dp)
+	if len(pending) == 0 {
+		return nil
+	}
+	sp := src.dirPrefix()
+	keys := []string{}
+	for _, f := range fs.deps.Writeback.List(src.Scheme, src.Bucket, sp) {
+		keys = append(keys, f.Target().Key)
+	}
+	objs, _, err := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: sp})
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+	dirs := map[string]bool{} // keys below dst that become directories
+	for _, k := range keys {
+		rest := strings.TrimPrefix(k, sp)
+		for i := strings.IndexByte(rest, '/'); i >= 0; {
+			dirs[dp+rest[:i]] = true
+			j := strings.IndexByte(rest[i+1:], '/')
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+	}
+	for _, k := range pending {
+		if dirs[k] {
+			if err := fs.clearPending(ctx, st, Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: k}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

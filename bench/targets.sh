@@ -23,6 +23,11 @@
 #   bench/targets.sh task [REPS]    the full bench's task workload, ferry only
 #                                   (4 x ferry run on one cache dir, then the
 #                                   same tasks on one ferry mount; 2 GiB reference)
+#   bench/targets.sh floor [REPS]   the machine's floor for the write targets: a
+#                                   plain AWS SDK program (bench/putfloor, no
+#                                   FUSE, data in memory) PUTs 1,000 x 4 KiB (64
+#                                   in flight; until listed, and MinIO's CPU) and
+#                                   256 MiB as 16 x 16 MiB through the proxy
 # PERF_OUT=prefix records a perf profile of ferry per phase (prefix.dd.N,
 # prefix.cp.N; build an unstripped FERRY=… for symbols).
 # Output: one line per run and the medians, on stderr and in
@@ -30,7 +35,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls | lsr | task) ;; *) sed -n '2,29p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls | lsr | task | floor) ;; *) sed -n '2,34p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -65,6 +70,24 @@ reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_
 # fuseops: ferry's FUSE operations so far, by op (from /metrics).
 fuseops() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_fuse_ops_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 env_start
+if [ "$MODE" = floor ]; then
+  (cd "$ROOT" && go build -o "$W/putfloor" ./bench/putfloor)
+  declare -a FL FB
+  mcpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$MINIO_PID/stat"; }
+  for r in $(seq "$REPS"); do
+    m0=$(mcpu) t0=$(now)
+    "$W/putfloor" "$BENCH_S3" "$BUCKET" "floor$r/s" 1000 64 4096 >&2
+    out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "floor$r/s" 1000 120)
+    fl=$(elapsed "$t0" "$out") m1=$(mcpu)
+    t0=$(now)
+    "$W/putfloor" "$BENCH_S3" "$BUCKET" "floorbig$r/" 16 16 16777216 >&2
+    fb=$(elapsed "$t0" "$(now)")
+    log "run $r: 1,000 x 4 KiB listed after $fl s (MinIO CPU $(elapsed "$m0" "$m1") s incl. the polls); 256 MiB as 16 x 16 MiB in $fb s"
+    FL+=("$fl") FB+=("$fb")
+  done
+  log "medians of $REPS: 1,000 x 4 KiB listed after $(echo "${FL[*]}" | median) s; 256 MiB in $(echo "${FB[*]}" | median) s"
+  exit 0
+fi
 if [ "$MODE" = task ]; then
   . "$LIB/tasks.sh"
   TASKS=4 TASK_REF_MB=${TASK_REF_MB:-2048} TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900

@@ -96,28 +96,24 @@ func (fs *FS) clearPendingBelow(ctx context.Context, st objstore.Store, src, dst
 		return nil
 	}
 	sp := src.dirPrefix()
-	keys := []string{}
+	dirs := map[string]bool{} // keys below dst that become directories
+	addDirs := func(k string) {
+		rest := strings.TrimPrefix(k, sp)
+		for i := range len(rest) {
+			if rest[i] == '/' {
+				dirs[dp+rest[:i]] = true
+			}
+		}
+	}
 	for _, f := range fs.deps.Writeback.List(src.Scheme, src.Bucket, sp) {
-		keys = append(keys, f.Target().Key)
+		addDirs(f.Target().Key)
 	}
 	objs, _, err := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: sp})
 	if err != nil {
 		return err
 	}
 	for _, o := range objs {
-		keys = append(keys, o.Key)
-	}
-	dirs := map[string]bool{} // keys below dst that become directories
-	for _, k := range keys {
-		rest := strings.TrimPrefix(k, sp)
-		for i := strings.IndexByte(rest, '/'); i >= 0; {
-			dirs[dp+rest[:i]] = true
-			j := strings.IndexByte(rest[i+1:], '/')
-			if j < 0 {
-				break
-			}
-			i += 1 + j
-		}
+		addDirs(o.Key)
 	}
 	for _, k := range pending {
 		if dirs[k] {

@@ -19,7 +19,7 @@ type CacheSnapshot struct {
 	Evictions        int64 // blocks evicted
 	EvictedBytes     int64 // their bytes
 	Corruptions      int64 // blocks dropped because their checksum failed
-	Blocks           int64 // blocks on disk
+	Objects          int64 // object versions with files on disk
 	BytesCached      int64 // their on-disk size
 	MaxBytes         int64 // the byte limit
 	FreeBytes        int64 // free space of the cache's file system
@@ -37,7 +37,7 @@ type CacheSnapshot struct {
 //	ferry_cache_inflight_fetches, ferry_cache_queued_fetches
 //	ferry_cache_evictions_total, ferry_cache_evicted_bytes_total
 //	ferry_cache_checksum_failures_total
-//	ferry_cache_stored_blocks, ferry_cache_cached_bytes, ferry_cache_limit_bytes
+//	ferry_cache_stored_objects, ferry_cache_cached_bytes, ferry_cache_limit_bytes
 //	ferry_cache_disk_free_bytes, ferry_cache_buffer_bytes, ferry_cache_open_readers
 //	ferry_readahead_window_bytes, ferry_readahead_prefetched_bytes_total
 //
@@ -64,14 +64,14 @@ func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
 				f(func(s S) int64 { return s.FetchesInFlight })),
 			gaugeField("ferry_cache_queued_fetches", "Fetches waiting for a worker.",
 				f(func(s S) int64 { return s.QueuedFetches })),
-			counterField("ferry_cache_evictions_total", "Blocks evicted (byte limit or free-space floor).",
+			counterField("ferry_cache_evictions_total", "Objects evicted whole (byte limit or free-space floor).",
 				f(func(s S) int64 { return s.Evictions })),
-			counterField("ferry_cache_evicted_bytes_total", "Bytes of evicted blocks.",
+			counterField("ferry_cache_evicted_bytes_total", "Bytes of evicted objects.",
 				f(func(s S) int64 { return s.EvictedBytes })),
 			counterField("ferry_cache_checksum_failures_total", "Blocks dropped because their checksum failed.",
 				f(func(s S) int64 { return s.Corruptions })),
-			gaugeField("ferry_cache_stored_blocks", "Blocks on disk.",
-				f(func(s S) int64 { return s.Blocks })),
+			gaugeField("ferry_cache_stored_objects", "Objects (versions) with cached bytes on disk.",
+				f(func(s S) int64 { return s.Objects })),
 			gaugeField("ferry_cache_cached_bytes", "On-disk bytes of cached blocks.",
 				f(func(s S) int64 { return s.BytesCached })),
 			gaugeField("ferry_cache_limit_bytes", "Byte limit of the block cache.",

@@ -11,6 +11,7 @@ import (
 type FUSE struct {
 	ops     *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	opens   *prometheus.CounterVec
 }
 
 // NewFUSE registers the FUSE collectors on reg.
@@ -23,9 +24,21 @@ func NewFUSE(reg prometheus.Registerer) *FUSE {
 			Name: "ferry_fuse_op_duration_seconds", Help: "FUSE operation latency.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 		}, []string{"op"}),
+		opens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ferry_fuse_opens_total",
+			Help: "File opens by how the kernel serves their reads: passthrough (from a cache file, without ferry), direct (through ferry, beside passthrough opens of the file) or cached (through ferry and the page cache).",
+		}, []string{"mode"}),
 	}
-	reg.MustRegister(f.ops, f.latency)
+	reg.MustRegister(f.ops, f.latency, f.opens)
 	return f
+}
+
+// Opened counts an open served in mode (passthrough, direct or cached).
+// Safe on a nil receiver.
+func (f *FUSE) Opened(mode string) {
+	if f != nil {
+		f.opens.WithLabelValues(mode).Inc()
+	}
 }
 
 // Observe records one operation. Safe on a nil receiver.

@@ -202,7 +202,7 @@ func TestCache(t *testing.T) {
 	snap = CacheSnapshot{
 		Hits: 1, Misses: 2, BytesFromCache: 3, BytesFromNetwork: 4, BytesFetched: 5,
 		PrefetchedBytes: 6, Fetches: 7, FetchesInFlight: 8, QueuedFetches: 9, Evictions: 10,
-		EvictedBytes: 11, Corruptions: 12, Blocks: 13, BytesCached: 14, MaxBytes: 15,
+		EvictedBytes: 11, Corruptions: 12, Objects: 13, BytesCached: 14, MaxBytes: 15,
 		FreeBytes: 16, ReadaheadWindow: 17, MemoryInUse: 18, OpenReaders: 19,
 	}
 	mu.Unlock()
@@ -222,7 +222,7 @@ func TestCache(t *testing.T) {
 		{"ferry_cache_evictions_total", 10},
 		{"ferry_cache_evicted_bytes_total", 11},
 		{"ferry_cache_checksum_failures_total", 12},
-		{"ferry_cache_stored_blocks", 13},
+		{"ferry_cache_stored_objects", 13},
 		{"ferry_cache_cached_bytes", 14},
 		{"ferry_cache_limit_bytes", 15},
 		{"ferry_cache_disk_free_bytes", 16},
@@ -254,7 +254,7 @@ func TestNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string]bool{"op": true, "backend": true, "result": true}
-	units := []string{"_total", "_bytes", "_seconds", "_files", "_fetches", "_blocks", "_readers", "_bytes_per_second", "_draining"}
+	units := []string{"_total", "_bytes", "_seconds", "_files", "_fetches", "_blocks", "_objects", "_readers", "_bytes_per_second", "_draining"}
 	if len(fams) < 20 {
 		t.Errorf("only %d families", len(fams))
 	}

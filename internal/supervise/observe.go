@@ -161,7 +161,7 @@ func cacheSnapshot(c *block.Cache) func() metrics.CacheSnapshot {
 			BytesFetched: s.BytesFetched, PrefetchedBytes: s.PrefetchedBytes,
 			Fetches: s.Fetches, FetchesInFlight: s.FetchesInFlight, QueuedFetches: s.QueuedFetches,
 			Evictions: s.Evictions, EvictedBytes: s.EvictedBytes, Corruptions: s.Corruptions,
-			Blocks: s.Segments, BytesCached: s.BytesCached, MaxBytes: s.MaxBytes, FreeBytes: s.FreeBytes,
+			Objects: s.Objects, BytesCached: s.BytesCached, MaxBytes: s.MaxBytes, FreeBytes: s.FreeBytes,
 			ReadaheadWindow: s.ReadaheadWindow, MemoryInUse: s.MemoryInUse, OpenReaders: s.OpenReaders,
 		}
 	}

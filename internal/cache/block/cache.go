@@ -34,8 +34,6 @@ type Cache struct {
 	cfg        Config
 	log        *slog.Logger
 	partBlocks int64 // blocks per readahead GET
-	segBlocks  int64 // blocks per segment file
-	segBytes   int64 // bytes per segment file (data)
 	nworkers   int
 
 	ctx     context.Context    // canceled by Close; fetches run under it
@@ -50,18 +48,19 @@ type Cache struct {
 	// (see claim.go).
 	noClaims atomic.Bool
 
-	// mu guards every field below, the refs and idleEl fields of every
-	// segFile, and the mutable fields of every job and flight. Never held
-	// during I/O on the store; Reader.mu is never taken while holding it.
+	// mu guards every field below, the refs, idleEl and gone fields of
+	// every objFile, and the mutable fields of every job and flight. Never
+	// held during I/O on the store; Reader.mu is never taken while holding
+	// it.
 	mu       sync.Mutex
 	cond     sync.Cond // on mu; signaled when a job is queued or on Close
 	closed   bool
-	index    map[segID]*entry    // segment files known on disk (for size accounting and eviction)
-	objSegs  map[objID]int       // indexed segments per object
-	bytes    int64               // allocated bytes of indexed segments
+	index    map[objID]*entry    // object files known on disk (for size accounting and eviction)
+	bytes    int64               // allocated bytes of indexed objects
+	orphaned int64               // allocated bytes of evicted objects still held open (freed at their last release)
 	stamps   uint64              // count of index additions (entry.stamp)
-	files    map[segID]*segFile  // open segment files
-	idle     list.List           // of *segFile in files with refs == 0, most recent first
+	files    map[objID]*objFile  // open object files
+	idle     list.List           // of *objFile in files with refs == 0, most recent first
 	inflight map[blockID]*flight // blocks being fetched
 	queue    [nPrio]list.List    // of *job not started yet, by priority
 	fills    map[objID]time.Time // objects being warmed in the background (zero time) or warmed whole at a time
@@ -81,15 +80,12 @@ func New(cfg Config) (*Cache, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		partBlocks: cfg.PartSize / cfg.BlockSize,
-		segBlocks:  cfg.SegmentSize / cfg.BlockSize,
-		segBytes:   cfg.SegmentSize,
 		nworkers:   cfg.workers(),
 		ctx:        ctx,
 		cancel:     cancel,
 		kick:       make(chan struct{}, 1),
-		index:      map[segID]*entry{},
-		objSegs:    map[objID]int{},
-		files:      map[segID]*segFile{},
+		index:      map[objID]*entry{},
+		files:      map[objID]*objFile{},
 		inflight:   map[blockID]*flight{},
 		fills:      map[objID]time.Time{},
 	}
@@ -114,29 +110,30 @@ func (c *Cache) Config() Config { return c.cfg }
 // cheap and does no I/O.
 func (c *Cache) Open(ref Ref) *Reader {
 	c.st.readers.Add(1)
-	return &Reader{c: c, o: c.object(ref), held: map[int64]*heldSeg{}}
+	return &Reader{c: c, o: c.object(ref)}
 }
 
 func (c *Cache) object(ref Ref) *object {
-	return newObject(c.cfg.Dir, c.cfg.BlockSize, c.segBlocks, ref)
+	return newObject(c.cfg.Dir, c.cfg.BlockSize, ref)
 }
 
 // Cached returns how many bytes of ref are in the cache now (blocks whose
 // records are valid; their data is checked when read).
 func (c *Cache) Cached(ref Ref) int64 {
 	o := c.object(ref)
+	f, _ := c.openObj(o, false)
+	if f == nil {
+		return 0
+	}
+	defer c.release(f)
+	if f.loadAll(c) {
+		return o.ref.Size
+	}
 	var n int64
-	for seg := int64(0); seg*o.segBlocks < o.nblocks; seg++ {
-		sf, _ := c.openSeg(o, seg, false)
-		if sf == nil {
-			continue
+	for idx := range o.nblocks {
+		if f.blocks[idx].Load() != nil {
+			n += o.blockLen(idx)
 		}
-		for idx := seg * o.segBlocks; idx < min(o.nblocks, (seg+1)*o.segBlocks); idx++ {
-			if sf.load(c, idx%o.segBlocks) {
-				n += o.blockLen(idx)
-			}
-		}
-		c.release(sf)
 	}
 	return n
 }
@@ -167,11 +164,11 @@ func (c *Cache) Close() error {
 	c.wg.Wait()
 	c.mu.Lock()
 	files := c.files
-	c.files = map[segID]*segFile{}
+	c.files = map[objID]*objFile{}
 	c.idle.Init()
 	c.mu.Unlock()
-	for _, sf := range files {
-		sf.f.Close()
+	for _, f := range files {
+		f.closeFiles()
 	}
 	return nil
 }
@@ -187,6 +184,7 @@ type counters struct {
 	free, windowSum, memInUse atomic.Int64
 	readers, collapses        atomic.Int64
 	direct, claimWaits        atomic.Int64
+	verifiedBytes             atomic.Int64
 }
 
 // Stats is a snapshot of the cache's counters. Cumulative counters start
@@ -204,8 +202,8 @@ type Stats struct {
 	Evictions        int64 // blocks evicted
 	EvictedBytes     int64
 	Corruptions      int64 // bad blocks found and dropped
-	Segments         int64 // segment files known on disk
-	BytesCached      int64 // their allocated size
+	Objects          int64 // object files known on disk
+	BytesCached      int64 // their allocated size, and that of evicted ones still open
 	MaxBytes         int64 // the byte limit in effect
 	FreeBytes        int64 // free space of the cache's file system (last sample)
 	ReadaheadWindow  int64 // sum of the open Readers' readahead windows
@@ -214,12 +212,13 @@ type Stats struct {
 	DirectBytes      int64 // bytes read around the cache because it could not store them (disk full)
 	Collapses        int64 // readahead windows dropped by a non-sequential read
 	ClaimWaits       int64 // blocks another process sharing Dir was fetching, waited for instead of fetched
+	VerifiedBytes    int64 // bytes of whole files checksummed in full before they backed a passthrough open
 }
 
 // Stats returns a snapshot of the counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	segs, bytes := int64(len(c.index)), c.bytes
+	objs, bytes := int64(len(c.index)), c.bytes+c.orphaned
 	var queued int64
 	for p := range c.queue {
 		queued += int64(c.queue[p].Len())
@@ -232,10 +231,10 @@ func (c *Cache) Stats() Stats {
 		Fetches: c.st.fetches.Load(), FetchesInFlight: c.st.getsInFlight.Load(), QueuedFetches: queued,
 		Evictions: c.st.evictions.Load(), EvictedBytes: c.st.evictedBytes.Load(),
 		Corruptions: c.st.corruptions.Load(),
-		Segments:    segs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
+		Objects:     objs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
-		ClaimWaits: c.st.claimWaits.Load(),
+		ClaimWaits: c.st.claimWaits.Load(), VerifiedBytes: c.st.verifiedBytes.Load(),
 	}
 }

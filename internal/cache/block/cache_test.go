@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,38 +71,40 @@ func blockFiles(t *testing.T, dir string) []string {
 
 func TestCorruptBlockRefetched(t *testing.T) {
 	const bs = 256 << 10
-	// One segment of four blocks; block 1 (or the header) is damaged.
+	// An object of four blocks; block 1 (or the index header) is damaged.
+	type damage func(t *testing.T, o *object)
 	tests := []struct {
 		name    string
-		damage  func(t *testing.T, o *object, path string)
+		damage  damage
 		refetch int64 // bytes fetched again
 		// counted: the damage is seen by a read (a resized file may instead
 		// be rewritten by readahead before a read looks at it).
 		counted bool
 	}{
-		{name: "flipped data byte", refetch: bs, counted: true, damage: func(t *testing.T, o *object, p string) { flip(t, p, o.dataOff(1)+200_000) }},
-		{name: "flipped record byte", refetch: bs, counted: true, damage: func(t *testing.T, o *object, p string) { flip(t, p, o.recOff(1)+9) }},
-		{name: "record of another slot", refetch: bs, counted: true, damage: func(t *testing.T, o *object, p string) {
-			fh, _ := os.OpenFile(p, os.O_RDWR, 0)
+		{name: "flipped data byte", refetch: bs, counted: true, damage: func(t *testing.T, o *object) { flip(t, o.dataPath(), 1*bs+200_000) }},
+		{name: "flipped record byte", refetch: bs, counted: true, damage: func(t *testing.T, o *object) { flip(t, o.idxPath(), o.recOff(1)+9) }},
+		{name: "record of another block", refetch: bs, counted: true, damage: func(t *testing.T, o *object) {
+			fh, _ := os.OpenFile(o.idxPath(), os.O_RDWR, 0)
 			defer fh.Close()
 			rec := make([]byte, o.recLen)
 			fh.ReadAt(rec, o.recOff(0))
 			fh.WriteAt(rec, o.recOff(1))
 		}},
-		{name: "flipped header byte", refetch: 4 * bs, counted: true, damage: func(t *testing.T, o *object, p string) { flip(t, p, 20) }},
-		{name: "truncated in block 3", refetch: bs, damage: func(t *testing.T, o *object, p string) { os.Truncate(p, o.dataOff(3)+1000) }},
+		{name: "flipped header byte", refetch: 4 * bs, counted: true, damage: func(t *testing.T, o *object) { flip(t, o.idxPath(), 20) }},
+		{name: "truncated in block 3", refetch: bs, damage: func(t *testing.T, o *object) { os.Truncate(o.dataPath(), 3*bs+1000) }},
+		{name: "block present but zero", refetch: bs, counted: true, damage: func(t *testing.T, o *object) { punch(t, o.dataPath(), 1*bs, bs) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{BlockSize: bs, SegmentSize: 4 * bs}
+			cfg := Config{BlockSize: bs}
 			f := newFixture(t, 4*bs, cfg)
 			r := f.cache.Open(f.ref)
 			f.readAll(r, bs, f.data)
 			r.Close()
 			f.cache.Close()
 			cfg.Dir = f.cache.cfg.Dir
-			o := newObject(cfg.Dir, bs, 4, f.ref)
-			tt.damage(t, o, o.segPath(0))
+			o := newObject(cfg.Dir, bs, f.ref)
+			tt.damage(t, o)
 
 			c := f.open(cfg)
 			f.store.reset()
@@ -145,7 +148,7 @@ func TestCorruptChunkOfOpenBlock(t *testing.T) {
 		t.Fatalf("first read: %v", err)
 	}
 	o := c.object(f.ref)
-	flip(t, o.segPath(0), o.dataOff(0)+5*65536+7)
+	flip(t, o.dataPath(), 5*65536+7)
 	if _, _, ok := r.CachedFile(5*65536, 100); ok {
 		t.Fatal("CachedFile served a corrupt chunk")
 	}
@@ -154,6 +157,20 @@ func TestCorruptChunkOfOpenBlock(t *testing.T) {
 	}
 	if c.Stats().Corruptions == 0 {
 		t.Fatal("corruption not counted")
+	}
+}
+
+// punch deallocates [off, off+n) of the file at path: it reads as zeros.
+func punch(t *testing.T, path string, off, n int64) {
+	t.Helper()
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	const punchHole, keepSize = 0x2, 0x1
+	if err := syscall.Fallocate(int(fh.Fd()), punchHole|keepSize, off, n); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // same blocks when their tasks read a shared reference at the same time:
 // four tasks reading a 2 GiB reference downloaded 8 GiB. So before a
 // worker fetches a block it takes an OFD write lock (fcntl F_OFD_SETLK)
-// on the block's record range in its segment file, and drops it once the
+// on the block's record range in its object's index file, and drops it once the
 // block is published. A worker of another process that finds the lock
 // taken does not fetch: it waits until the block is present, or until the
 // lock is free without it (the fetch failed, or its process died: the
@@ -23,24 +23,28 @@ import (
 // The wait polls (backing off from 1 to 8 ms) rather than blocking in
 // F_OFD_SETLKW, so that Close never waits on another process's fetch.
 
-// fOFDSetLK is F_OFD_SETLK (Linux 3.15+); the syscall package lacks it.
-const fOFDSetLK = 37
+// fOFDSetLK and fOFDSetLKW are F_OFD_SETLK and F_OFD_SETLKW (Linux
+// 3.15+); the syscall package lacks them.
+const (
+	fOFDSetLK  = 37
+	fOFDSetLKW = 38
+)
 
 // claimWaitMax bounds the poll interval of a worker waiting for another
 // process's fetch.
 const claimWaitMax = 8 * time.Millisecond
 
-// claim is a held lock on block b of sf (sf referenced), or the zero
+// claim is a held lock on block idx of f (f referenced), or the zero
 // claim when none was taken.
 type claim struct {
-	sf *segFile
-	b  int64
+	f   *objFile
+	idx int64
 }
 
-// lockRange takes (typ F_WRLCK) or drops (F_UNLCK) the lock of slot b.
-func lockRange(sf *segFile, b int64, typ int16) error {
-	lk := syscall.Flock_t{Type: typ, Whence: io.SeekStart, Start: sf.o.recOff(b), Len: sf.o.recLen}
-	return syscall.FcntlFlock(sf.f.Fd(), fOFDSetLK, &lk)
+// lockRange takes (typ F_WRLCK) or drops (F_UNLCK) the lock of block idx.
+func lockRange(f *objFile, idx int64, typ int16) error {
+	lk := syscall.Flock_t{Type: typ, Whence: io.SeekStart, Start: f.o.recOff(idx), Len: f.o.recLen}
+	return syscall.FcntlFlock(f.idx.Fd(), fOFDSetLK, &lk)
 }
 
 // claim tries to claim block idx of o for a fetch by this process. busy
@@ -51,20 +55,19 @@ func (c *Cache) claim(o *object, idx int64) (cl claim, busy bool) {
 	if c.noClaims.Load() {
 		return claim{}, false
 	}
-	sf, err := c.openSeg(o, idx/o.segBlocks, true)
+	f, err := c.openObj(o, true)
 	if err != nil {
 		return claim{}, false // the fetch reports the cache error
 	}
-	b := idx % o.segBlocks
-	err = lockRange(sf, b, syscall.F_WRLCK)
+	err = lockRange(f, idx, syscall.F_WRLCK)
 	switch {
 	case err == nil:
-		return claim{sf: sf, b: b}, false
+		return claim{f: f, idx: idx}, false
 	case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES):
-		c.release(sf)
+		c.release(f)
 		return claim{}, true
 	default:
-		c.release(sf)
+		c.release(f)
 		if !c.noClaims.Swap(true) {
 			c.log.Warn("block cache: no fetch locks on this file system; processes sharing the cache may fetch the same blocks", "err", err)
 		}
@@ -74,12 +77,12 @@ func (c *Cache) claim(o *object, idx int64) (cl claim, busy bool) {
 
 // unclaim releases a claim (a no-op for the zero claim).
 func (c *Cache) unclaim(cl *claim) {
-	if cl.sf == nil {
+	if cl.f == nil {
 		return
 	}
-	_ = lockRange(cl.sf, cl.b, syscall.F_UNLCK)
-	c.release(cl.sf)
-	cl.sf = nil
+	_ = lockRange(cl.f, cl.idx, syscall.F_UNLCK)
+	c.release(cl.f)
+	cl.f = nil
 }
 
 // awaitOther waits while another process fetches block idx of o: until

@@ -12,7 +12,6 @@ import (
 const (
 	DefaultBlockSize      = 1 << 20   // 1 MiB: the cache, checksum-file and random-read unit
 	DefaultPartSize       = 8 << 20   // 8 MiB: the largest ranged GET of readahead and Prefetch
-	DefaultSegmentSize    = 16 << 20  // 16 MiB: the data of one cache file, the eviction unit
 	DefaultMaxConcurrency = 32        // parallel ranged GETs, all readers together
 	DefaultReadaheadMax   = 128 << 20 // per-handle readahead window
 	DefaultMemoryBudget   = 256 << 20 // bytes of fetch buffers in RAM, all fetches together
@@ -43,12 +42,6 @@ type Config struct {
 	// PartSize is the largest ranged GET issued by readahead and Prefetch
 	// (a multiple of BlockSize, rounded up); default 8 MiB.
 	PartSize int64
-	// SegmentSize is how many bytes of an object one cache file holds (a
-	// multiple of BlockSize, rounded up, at most 64 blocks), and so the unit
-	// of eviction; default 16 MiB, and at most MaxBytes/8. Blocks are
-	// written in place into sparse segment files: a file per block costs
-	// this machine's ext4 about 3x the CPU per byte.
-	SegmentSize int64
 	// MaxConcurrency is the number of parallel ranged GETs, all readers
 	// together; default 32.
 	MaxConcurrency int
@@ -123,11 +116,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.MaxBytes = max(minDefaultMaxBytes, (free-cfg.MinFreeBytes)/2)
 	}
 	cfg.ReadaheadMax = max(cfg.BlockSize, min(cfg.ReadaheadMax, cfg.MaxBytes/4))
-	if cfg.SegmentSize <= 0 {
-		cfg.SegmentSize = min(DefaultSegmentSize, cfg.MaxBytes/8)
-	}
-	segBlocks := min(maxSegBlocks, max(1, (cfg.SegmentSize+cfg.BlockSize-1)/cfg.BlockSize))
-	cfg.SegmentSize = segBlocks * cfg.BlockSize
 	return cfg, nil
 }
 

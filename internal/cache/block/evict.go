@@ -1,9 +1,11 @@
 package block
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -11,26 +13,25 @@ import (
 
 const (
 	evictInterval = 2 * time.Second // evictor's periodic check (also samples free space)
-	rescanEvery   = 5 * time.Minute // full rescan of Dir, to see other processes' segments
+	rescanEvery   = 5 * time.Minute // full rescan of Dir, to see other processes' objects
 )
 
-// entry is one segment file known on disk.
+// entry is one object's files known on disk.
 type entry struct {
-	size  int64        // allocated bytes (approximate); guarded by Cache.mu
+	size  int64        // allocated bytes of both files (approximate); guarded by Cache.mu
 	stamp uint64       // Cache.stamps when last (re)added; guarded by Cache.mu
 	atime atomic.Int64 // last access, unix nanoseconds
 }
 
-// indexAddLocked records segment id with size allocated bytes and returns
+// indexAddLocked records object id with size allocated bytes and returns
 // its entry (an existing entry takes the new size). c.mu must be held.
-func (c *Cache) indexAddLocked(id segID, size int64, touch bool) *entry {
+func (c *Cache) indexAddLocked(id objID, size int64, touch bool) *entry {
 	c.stamps++
 	e := c.index[id]
 	if e == nil {
 		e = &entry{size: size, stamp: c.stamps}
 		e.atime.Store(time.Now().UnixNano())
 		c.index[id] = e
-		c.objSegs[id.obj]++
 		c.bytes += size
 	} else {
 		c.bytes += size - e.size
@@ -40,40 +41,35 @@ func (c *Cache) indexAddLocked(id segID, size int64, touch bool) *entry {
 			e.atime.Store(time.Now().UnixNano())
 		}
 	}
-	if c.bytes > c.cfg.MaxBytes {
+	if c.bytes+c.orphaned > c.cfg.MaxBytes {
 		c.kickEvictor()
 	}
 	return e
 }
 
-// growLocked accounts n more bytes in the segment of e. c.mu must be held.
+// growLocked accounts n more bytes in the object of e. c.mu must be held.
 func (c *Cache) growLocked(e *entry, n int64) {
 	e.size += n
 	c.bytes += n
-	if c.bytes > c.cfg.MaxBytes {
+	if c.bytes+c.orphaned > c.cfg.MaxBytes {
 		c.kickEvictor()
 	}
 }
 
-// indexStaleLocked forgets segment id after a look at the disk found no
-// file, unless the index learned of one since stamp (another look or a
-// write may have put it there meanwhile). c.mu must be held.
-func (c *Cache) indexStaleLocked(id segID, stamp uint64) {
+// indexStaleLocked forgets object id after a look at the disk found no
+// files, unless the index learned of them since stamp (another look or a
+// write may have put them there meanwhile). c.mu must be held.
+func (c *Cache) indexStaleLocked(id objID, stamp uint64) {
 	if e := c.index[id]; e != nil && e.stamp <= stamp && c.files[id] == nil {
 		c.indexRemoveLocked(id)
 	}
 }
 
-// indexRemoveLocked forgets segment id. c.mu must be held.
-func (c *Cache) indexRemoveLocked(id segID) {
-	e := c.index[id]
-	if e == nil {
-		return
-	}
-	delete(c.index, id)
-	c.bytes -= e.size
-	if c.objSegs[id.obj]--; c.objSegs[id.obj] <= 0 {
-		delete(c.objSegs, id.obj)
+// indexRemoveLocked forgets object id. c.mu must be held.
+func (c *Cache) indexRemoveLocked(id objID) {
+	if e := c.index[id]; e != nil {
+		delete(c.index, id)
+		c.bytes -= e.size
 	}
 }
 
@@ -85,10 +81,11 @@ func (c *Cache) kickEvictor() {
 	}
 }
 
-// evictLoop indexes Dir, then keeps the cache within MaxBytes and the disk
-// above MinFreeBytes until Close.
+// evictLoop removes earlier layouts, indexes Dir, then keeps the cache
+// within MaxBytes and the disk above MinFreeBytes until Close.
 func (c *Cache) evictLoop() {
 	defer c.wg.Done()
+	c.removeLegacy()
 	c.scan(false)
 	t := time.NewTicker(evictInterval)
 	defer t.Stop()
@@ -103,15 +100,64 @@ func (c *Cache) evictLoop() {
 				c.scan(true)
 				lastScan = time.Now()
 			}
+			c.closeUnlinked()
 		}
 		c.evictOnce()
 	}
 }
 
-// evictOnce evicts least recently used segments until the cache is below
+// removeLegacy deletes the directories of earlier cache layouts (their
+// blocks are not at object offsets and are never read).
+func (c *Cache) removeLegacy() {
+	for _, d := range legacyDirs {
+		p := filepath.Join(c.cfg.Dir, d)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			c.log.Warn("block cache: removing an old cache layout", "path", p, "err", err)
+		} else {
+			c.log.Info("block cache: removed an old cache layout", "path", p)
+		}
+	}
+}
+
+// closeUnlinked closes idle files that another process sharing Dir has
+// evicted, so that their space returns now rather than when they age out
+// of the idle list.
+func (c *Cache) closeUnlinked() {
+	c.mu.Lock()
+	var idle []*objFile
+	for e := c.idle.Front(); e != nil; e = e.Next() {
+		idle = append(idle, e.Value.(*objFile))
+	}
+	c.mu.Unlock()
+	for _, f := range idle {
+		if !unlinked(f.data) {
+			continue
+		}
+		c.mu.Lock()
+		if f.refs == 0 && f.idleEl != nil && c.files[f.o.id] == f {
+			c.idle.Remove(f.idleEl)
+			f.idleEl = nil
+			delete(c.files, f.o.id)
+			c.indexRemoveLocked(f.o.id)
+		} else {
+			f = nil
+		}
+		c.mu.Unlock()
+		if f != nil {
+			f.closeFiles()
+		}
+	}
+}
+
+// evictOnce evicts least recently used objects until the cache is below
 // 90% of MaxBytes and the disk has MinFreeBytes free (plus a margin).
-// Segments a Reader or a fetch holds go last; evicting one unlinks it at
-// once, and its file is closed (freeing the space) by the last release.
+// Objects a Reader or a fetch holds go last; evicting one unlinks its
+// files at once, and they are closed (freeing the space) by the last
+// release: a passthrough open, whose Reader holds the file, keeps reading
+// it, and its bytes count until it is closed.
 func (c *Cache) evictOnce() {
 	free, _, err := diskSpace(c.cfg.Dir)
 	if err != nil {
@@ -121,26 +167,26 @@ func (c *Cache) evictOnce() {
 	}
 	c.mu.Lock()
 	var need int64
-	if c.bytes > c.cfg.MaxBytes {
-		need = c.bytes - c.cfg.MaxBytes*9/10
+	if total := c.bytes + c.orphaned; total > c.cfg.MaxBytes {
+		need = total - c.cfg.MaxBytes*9/10
 	}
 	if err == nil && free < c.cfg.MinFreeBytes {
-		need = max(need, c.cfg.MinFreeBytes-free+c.segBytes)
+		need = max(need, c.cfg.MinFreeBytes-free+c.cfg.PartSize)
 	}
 	if need <= 0 {
 		c.mu.Unlock()
 		return
 	}
 	type cand struct {
-		id    segID
+		id    objID
 		held  bool
 		atime int64
 		size  int64
 	}
 	cands := make([]cand, 0, len(c.index))
 	for id, e := range c.index {
-		sf := c.files[id]
-		cands = append(cands, cand{id: id, held: sf != nil && sf.refs > 0, atime: e.atime.Load(), size: e.size})
+		f := c.files[id]
+		cands = append(cands, cand{id: id, held: f != nil && f.refs > 0, atime: e.atime.Load(), size: e.size})
 	}
 	c.mu.Unlock()
 
@@ -150,7 +196,7 @@ func (c *Cache) evictOnce() {
 		}
 		return cands[i].atime < cands[j].atime
 	})
-	var victims []segID
+	var victims []objID
 	for _, cd := range cands {
 		if need <= 0 {
 			break
@@ -158,44 +204,38 @@ func (c *Cache) evictOnce() {
 		victims = append(victims, cd.id)
 		need -= cd.size
 	}
-	var toClose []*os.File
-	var removed []segID
+	var toClose []*objFile
+	var removed []objID
 	var evicted int64
-	emptied := map[objID]bool{}
 	c.mu.Lock()
 	for _, id := range victims {
 		e := c.index[id]
 		if e == nil {
 			continue
 		}
-		if sf := c.files[id]; sf != nil {
-			delete(c.files, id) // a held one is closed by its last release
-			if sf.refs == 0 {
-				if sf.idleEl != nil {
-					c.idle.Remove(sf.idleEl)
-					sf.idleEl = nil
+		if f := c.files[id]; f != nil {
+			delete(c.files, id)
+			if f.refs == 0 {
+				if f.idleEl != nil {
+					c.idle.Remove(f.idleEl)
+					f.idleEl = nil
 				}
-				toClose = append(toClose, sf.f)
+				toClose = append(toClose, f)
+			} else {
+				f.gone = true // its last release closes it
+				c.orphaned += e.size
 			}
 		}
 		evicted += e.size
 		c.indexRemoveLocked(id)
 		removed = append(removed, id)
-		if c.objSegs[id.obj] == 0 {
-			emptied[id.obj] = true
-		}
 	}
 	c.mu.Unlock()
 	for _, f := range toClose {
-		f.Close()
+		f.closeFiles()
 	}
 	for _, id := range removed {
-		if err := os.Remove(c.segPath(id)); err != nil && !os.IsNotExist(err) {
-			c.log.Warn("block cache: evict", "err", err)
-		}
-	}
-	for obj := range emptied {
-		os.Remove(c.objDir(obj)) // fails harmlessly when a segment was added meanwhile
+		c.removeObject(c.objDir(id))
 	}
 	c.st.evictions.Add(int64(len(removed)))
 	c.st.evictedBytes.Add(evicted)
@@ -204,17 +244,30 @@ func (c *Cache) evictOnce() {
 	}
 }
 
-func (c *Cache) objDir(obj objID) string {
-	hx := hexID(obj)
+// objDir is the directory of object id.
+func (c *Cache) objDir(id objID) string {
+	hx := hexID(id)
 	return filepath.Join(c.cfg.Dir, layoutDir, hx[:2], hx)
 }
 
-func (c *Cache) segPath(id segID) string {
-	return filepath.Join(c.objDir(id.obj), itoa(id.seg))
+// removeObject removes an object's directory: renamed away first (one
+// atomic step, so that no process opens half of it afterwards), then
+// deleted. Processes holding its files keep them until they close them.
+func (c *Cache) removeObject(dir string) {
+	gone := fmt.Sprintf("%s%s%d-%d", dir, goneMark, os.Getpid(), newSeq.Add(1))
+	if err := os.Rename(dir, gone); err != nil {
+		if !os.IsNotExist(err) {
+			c.log.Warn("block cache: evict", "err", err)
+		}
+		return
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		c.log.Warn("block cache: evict", "err", err)
+	}
 }
 
-// allocated is the disk space a file takes (sparse segments take less
-// than their size).
+// allocated is the disk space a file takes (sparse files take less than
+// their size).
 func allocated(fi os.FileInfo) int64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return st.Blocks * 512
@@ -222,16 +275,16 @@ func allocated(fi os.FileInfo) int64 {
 	return fi.Size()
 }
 
-// scan indexes the segment files in Dir (refreshing the sizes of known
-// ones). With prune, it also forgets
-// indexed segments that are gone from disk (taken by another process's
-// evictor) and were not re-added since the scan began.
+// scan indexes the object files in Dir (refreshing the sizes of known
+// ones). With prune, it also forgets indexed objects that are gone from
+// disk (taken by another process's evictor) and were not re-added since
+// the scan began.
 func (c *Cache) scan(prune bool) {
 	c.mu.Lock()
 	start := c.stamps
 	c.mu.Unlock()
 	root := filepath.Join(c.cfg.Dir, layoutDir)
-	seen := map[segID]bool{}
+	seen := map[objID]bool{}
 	tops, err := os.ReadDir(root)
 	if err != nil {
 		c.log.Warn("block cache: scan", "err", err)
@@ -241,42 +294,49 @@ func (c *Cache) scan(prune bool) {
 		if !top.IsDir() || len(top.Name()) != 2 {
 			continue
 		}
-		objs, _ := os.ReadDir(filepath.Join(root, top.Name()))
-		for _, od := range objs {
-			if !od.IsDir() {
+		sub := filepath.Join(root, top.Name())
+		names, _ := os.ReadDir(sub)
+		type found struct {
+			id          objID
+			size, mtime int64
+		}
+		var batch []found
+		for _, de := range names {
+			dir := filepath.Join(sub, de.Name())
+			if strings.Contains(de.Name(), goneMark) || strings.Contains(de.Name(), newMark) {
+				// Left by a process that died half way through an
+				// eviction or a creation (a live one is done in moments).
+				if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+					os.RemoveAll(dir)
+				}
 				continue
 			}
-			dir := filepath.Join(root, top.Name(), od.Name())
-			names, _ := os.ReadDir(dir)
-			type found struct {
-				id    segID
-				size  int64
-				mtime int64
+			id, ok := parseName(de.Name())
+			if !ok || !de.IsDir() {
+				continue
 			}
-			var batch []found
-			for _, de := range names {
-				fi, err := de.Info()
-				if err != nil || !fi.Mode().IsRegular() {
-					continue
-				}
-				if id, ok := parseSegPath(od.Name(), de.Name()); ok {
-					batch = append(batch, found{id: id, size: allocated(fi), mtime: fi.ModTime().UnixNano()})
+			fd := found{id: id}
+			for _, n := range []string{idxName, dataName} {
+				if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+					fd.size += allocated(fi)
+					fd.mtime = max(fd.mtime, fi.ModTime().UnixNano())
 				}
 			}
-			c.mu.Lock()
-			for _, f := range batch {
-				seen[f.id] = true
-				if e := c.index[f.id]; e == nil {
-					c.indexAddLocked(f.id, f.size, false).atime.Store(f.mtime)
-				} else if prune {
-					c.bytes += f.size - e.size
-					e.size = f.size
-				}
+			batch = append(batch, fd)
+		}
+		c.mu.Lock()
+		for _, fd := range batch {
+			seen[fd.id] = true
+			if e := c.index[fd.id]; e == nil {
+				c.indexAddLocked(fd.id, fd.size, false).atime.Store(fd.mtime)
+			} else if prune {
+				c.bytes += fd.size - e.size
+				e.size = fd.size
 			}
-			c.mu.Unlock()
-			if c.ctx.Err() != nil {
-				return
-			}
+		}
+		c.mu.Unlock()
+		if c.ctx.Err() != nil {
+			return
 		}
 	}
 	if !prune {

@@ -2,6 +2,7 @@ package block
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,12 +39,43 @@ func cacheIOErr(err error) error { return fmt.Errorf("%w: %w", errCacheIO, err) 
 // errShortBody is a body that ended before the promised length.
 var errShortBody = errors.New("block: object body shorter than requested")
 
-// flight is one block being fetched. Waiters block on done; err is written
-// (under Cache.mu) before done is closed.
+// flight is one block being fetched. Waiters block on done; err and f are
+// written (under Cache.mu) before done is closed.
 type flight struct {
 	done chan struct{}
 	err  error
 	job  *job
+	// waiters counts the callers of ensureFlight waiting for it (guarded by
+	// Cache.mu). When the block lands, f is the file it landed in, with
+	// one reference for each waiter (see wait): the file may be evicted
+	// between the fetch and the waiter's read, as when an object larger
+	// than the cache streams through it, and the waiter reads it anyway.
+	waiters int
+	f       *objFile
+}
+
+// wait waits for fl, which ensureFlight returned to the caller. It
+// returns the fetch's error, or the file the block landed in with a
+// reference the caller takes over (nil when the block was found present
+// rather than fetched).
+func (c *Cache) wait(ctx context.Context, fl *flight) (*objFile, error) {
+	select {
+	case <-fl.done:
+		return fl.f, fl.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	select {
+	case <-fl.done: // completed meanwhile: our reference was taken
+		c.mu.Unlock()
+		if fl.f != nil {
+			c.release(fl.f)
+		}
+	default:
+		fl.waiters--
+		c.mu.Unlock()
+	}
+	return nil, ctx.Err()
 }
 
 // job is a fetch of blocks [first, end) of o (one ranged GET per run of
@@ -99,17 +131,17 @@ func (c *Cache) planLocked(o *object, from, to int64, p prio, owner *Reader) {
 	flush(to)
 }
 
-// knownLocked reports whether block idx of o is present in an open segment
+// knownLocked reports whether block idx of o is present in its open file
 // or being fetched. c.mu must be held.
 func (c *Cache) knownLocked(o *object, idx int64) bool {
 	return c.openLocked(o, idx) || c.inflight[o.bid(idx)] != nil
 }
 
-// openLocked reports whether block idx of o is present in an open segment.
+// openLocked reports whether block idx of o is present in its open file.
 // c.mu must be held.
 func (c *Cache) openLocked(o *object, idx int64) bool {
-	sf := c.files[o.sid(idx/o.segBlocks)]
-	return sf != nil && sf.blocks[idx%o.segBlocks].Load() != nil
+	f := c.files[o.id]
+	return f != nil && f.blocks[idx].Load() != nil
 }
 
 // plan is planLocked for callers without the lock.
@@ -134,6 +166,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 		return nil, true, nil
 	}
 	if fl := c.inflight[o.bid(idx)]; fl != nil {
+		fl.waiters++
 		j := fl.job
 		j.owner = nil
 		if j.el != nil && p < j.prio {
@@ -147,7 +180,9 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 	for k < end && k-idx < c.partBlocks && !c.knownLocked(o, k) {
 		k++
 	}
-	return c.newJobLocked(o, idx, k, p, nil).flights[0], false, nil
+	fl = c.newJobLocked(o, idx, k, p, nil).flights[0]
+	fl.waiters++
+	return fl, false, nil
 }
 
 // dropQueued drops the queued (not started) readahead fetches of r.
@@ -166,9 +201,10 @@ func (c *Cache) dropQueued(r *Reader) {
 	}
 }
 
-// completeLocked finishes the flight of block idx of job j (the block is
-// in its segment by now, unless err says why not). c.mu must be held.
-func (c *Cache) completeLocked(j *job, idx int64, err error) {
+// completeLocked finishes the flight of block idx of job j: the block is
+// in f by now (nil: found present on disk), unless err says why not. c.mu
+// must be held.
+func (c *Cache) completeLocked(j *job, idx int64, f *objFile, err error) {
 	fl := j.flights[idx-j.start]
 	if fl == nil {
 		return
@@ -178,6 +214,10 @@ func (c *Cache) completeLocked(j *job, idx int64, err error) {
 		delete(c.inflight, id)
 	}
 	fl.err = err
+	if err == nil && f != nil && fl.waiters > 0 {
+		fl.f = f
+		f.refs += fl.waiters
+	}
 	close(fl.done)
 }
 
@@ -185,14 +225,14 @@ func (c *Cache) completeLocked(j *job, idx int64, err error) {
 // must be held.
 func (c *Cache) failLocked(j *job, from int64, err error) {
 	for idx := from; idx < j.end; idx++ {
-		c.completeLocked(j, idx, err)
+		c.completeLocked(j, idx, nil, err)
 	}
 }
 
 // complete is completeLocked for callers without the lock.
-func (c *Cache) complete(j *job, idx int64, err error) {
+func (c *Cache) complete(j *job, idx int64, f *objFile, err error) {
 	c.mu.Lock()
-	c.completeLocked(j, idx, err)
+	c.completeLocked(j, idx, f, err)
 	c.mu.Unlock()
 }
 
@@ -230,7 +270,7 @@ func (c *Cache) worker() {
 }
 
 // run fetches the missing blocks of j, one ranged GET per run of missing
-// blocks, streaming each block into its segment file and completing its
+// blocks, streaming each block into the object's file and completing its
 // flight as soon as it is there.
 func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 	o := j.o
@@ -246,7 +286,7 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 	for j.first < j.end {
 		// Blocks another process (or an earlier run) put on disk meanwhile.
 		if c.present(o, j.first) {
-			c.complete(j, j.first, nil)
+			c.complete(j, j.first, nil, nil)
 			j.first++
 			continue
 		}
@@ -300,15 +340,15 @@ func (c *Cache) warnFetch(o *object, off, length int64, err error) {
 	c.log.Warn("block cache: fetch failed", "key", o.ref.Key, "off", off, "len", length, "err", err)
 }
 
-// present reports whether block idx of o is in its segment file, looking
-// at the disk when the open segment does not know it.
+// present reports whether block idx of o is in its file, looking at the
+// disk when the open file does not know it.
 func (c *Cache) present(o *object, idx int64) bool {
-	sf, _ := c.openSeg(o, idx/o.segBlocks, false)
-	if sf == nil {
+	f, _ := c.openObj(o, false)
+	if f == nil {
 		return false
 	}
-	ok := sf.load(c, idx%o.segBlocks)
-	c.release(sf)
+	ok := f.load(c, idx)
+	c.release(f)
 	return ok
 }
 
@@ -326,31 +366,30 @@ func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc 
 	if v := rd.Info().Version; v != "" && o.ref.Version != "" && v != o.ref.Version {
 		return fmt.Errorf("block: %s changed (version %q, want %q): %w", o.ref.Key, v, o.ref.Version, objstore.ErrPrecondition)
 	}
-	var sf *segFile
+	var f *objFile
 	defer func() {
-		if sf != nil {
-			c.release(sf)
+		if f != nil {
+			c.release(f)
 		}
 	}()
 	for ; j.first < end; j.first++ {
-		seg := j.first / o.segBlocks
-		if sf == nil || sf.id.seg != seg || c.unmapped(sf) {
-			if sf != nil {
-				c.release(sf)
-				sf = nil
+		if f == nil || c.unmapped(f) {
+			if f != nil {
+				c.release(f)
+				f = nil
 			}
-			if sf, err = c.openSeg(o, seg, true); err != nil {
+			if f, err = c.openObj(o, true); err != nil {
 				return c.fetchErr(o, off, length, cacheIOErr(err))
 			}
 		}
-		n, err := c.fetchBlock(sf, j.first, rd, buf, crc)
+		n, err := c.fetchBlock(f, j.first, rd, buf, crc)
 		if err != nil {
 			return c.fetchErr(o, off, length, err)
 		}
 		if ahead {
 			c.st.prefetched.Add(n)
 		}
-		c.complete(j, j.first, nil)
+		c.complete(j, j.first, f, nil)
 		if i := j.first - first; i < int64(len(claims)) {
 			c.unclaim(&claims[i])
 		}
@@ -358,20 +397,24 @@ func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc 
 	return nil
 }
 
-// grow accounts n more allocated bytes in sf's segment.
-func (c *Cache) grow(sf *segFile, n int64) {
+// grow accounts n more allocated bytes in f's object.
+func (c *Cache) grow(f *objFile, n int64) {
 	c.mu.Lock()
-	if sf.ent != nil && c.index[sf.id] == sf.ent {
-		c.growLocked(sf.ent, n)
+	switch {
+	case f.gone:
+		f.ent.size += n
+		c.orphaned += n
+	case f.ent != nil && c.index[f.o.id] == f.ent:
+		c.growLocked(f.ent, n)
 	}
 	c.mu.Unlock()
 }
 
-// unmapped reports whether sf was evicted (or closed) since it was opened.
-func (c *Cache) unmapped(sf *segFile) bool {
+// unmapped reports whether f was evicted (or closed) since it was opened.
+func (c *Cache) unmapped(f *objFile) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.files[sf.id] != sf
+	return c.files[f.o.id] != f
 }
 
 func (c *Cache) fetchErr(o *object, off, length int64, err error) error {
@@ -381,26 +424,27 @@ func (c *Cache) fetchErr(o *object, off, length int64, err error) error {
 	return fmt.Errorf("block: read %s [%d, %d): %w", o.ref.Key, off, off+length, err)
 }
 
-// fetchBlock streams block idx from rd into its slot of sf, then writes
-// its record and publishes it, all chunks verified. It returns the block's
-// length.
-func (c *Cache) fetchBlock(sf *segFile, idx int64, rd io.Reader, buf []byte, crc *chunkCRC) (int64, error) {
-	o := sf.o
-	if !sf.hdrOK.Load() {
-		if _, err := sf.f.WriteAt(o.segHeader(sf.id.seg), 0); err != nil {
+// fetchBlock streams block idx from rd into f's data file at its own
+// offset, then writes its record and publishes it, all chunks verified.
+// It returns the block's length.
+func (c *Cache) fetchBlock(f *objFile, idx int64, rd io.Reader, buf []byte, crc *chunkCRC) (int64, error) {
+	o := f.o
+	if !f.hdrOK.Load() {
+		if _, err := f.idx.WriteAt(o.idxHeader(), 0); err != nil {
 			c.kickEvictor()
 			return 0, cacheIOErr(err)
 		}
-		if !sf.hdrOK.Swap(true) {
-			c.grow(sf, o.hdrLen)
+		if !f.hdrOK.Swap(true) {
+			c.grow(f, idxHdrLen)
 		}
 	}
-	b := idx % o.segBlocks
 	n := o.blockLen(idx)
-	base := o.dataOff(b)
-	// Allocating the slot's extent up front costs ext4 about 25% less CPU
-	// than allocating it page by page as the writes land.
-	if err := syscall.Fallocate(int(sf.f.Fd()), 0, base, (n+pageSize-1)/pageSize*pageSize); errors.Is(err, syscall.ENOSPC) {
+	base := idx * o.bs
+	// Allocating the block's extent up front costs ext4 about 25% less CPU
+	// than allocating it page by page as the writes land. KEEP_SIZE: the
+	// file's size only grows by the writes, so a whole file is exactly
+	// the object's size (a passthrough read stops there).
+	if err := syscall.Fallocate(int(f.data.Fd()), fallocKeepSize, base, (n+pageSize-1)/pageSize*pageSize); errors.Is(err, syscall.ENOSPC) {
 		c.kickEvictor()
 		return 0, cacheIOErr(err)
 	}
@@ -416,22 +460,31 @@ func (c *Cache) fetchBlock(sf *segFile, idx int64, rd io.Reader, buf []byte, crc
 			return 0, err
 		}
 		crc.write(buf[:k])
-		if _, err := sf.f.WriteAt(buf[:k], base+done); err != nil {
+		if _, err := f.data.WriteAt(buf[:k], base+done); err != nil {
 			c.kickEvictor()
 			return 0, cacheIOErr(err)
 		}
 		done += k
 	}
 	sums := crc.sums()
-	if _, err := sf.f.WriteAt(o.record(sf.id.seg, b, n, sums), o.recOff(b)); err != nil {
+	m := &blockMeta{crcs: append([]uint32(nil), sums...)}
+	m.verified.Store(allChunks(n, o.chunk))
+	// Published here before its record is written, so that a look at the
+	// disk in this process never finds the record first (it would publish
+	// the block unverified); other processes see it with its record.
+	f.setMeta(idx, m)
+	c.grow(f, n)
+	f.seal.wrote(f.data)
+	if _, err := f.idx.WriteAt(o.record(idx, n, sums), o.recOff(idx)); err != nil {
 		c.kickEvictor()
 		return 0, cacheIOErr(err)
 	}
-	m := &blockMeta{crcs: append([]uint32(nil), sums...)}
-	m.verified.Store(allChunks(n, o.chunk))
-	if sf.blocks[b].Swap(m) == nil {
-		c.grow(sf, n)
+	if f.have.Load() == o.nblocks {
+		c.sealIfVerified(f)
 	}
-	sf.touch()
+	f.touch()
 	return n, nil
 }
+
+// fallocKeepSize is FALLOC_FL_KEEP_SIZE (the syscall package lacks it).
+const fallocKeepSize = 0x1

@@ -8,23 +8,38 @@ import (
 	"hash/crc32"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
-// On-disk layout (see README.md): <Dir>/v2/<h[0:2]>/<h>/<segment>, where h
-// is the hex objID of (StoreID, Key, Version, Size, BlockSize, segment
-// blocks) and segment the segment number in decimal. A segment file holds
-// up to maxSegBlocks consecutive blocks: a header page (identity, then one
-// record per block with its chunk CRCs), then the blocks at fixed offsets.
-// A block is present when its record is valid; absent blocks are holes.
+// On-disk layout (see README.md): each object version is a directory
+// <Dir>/v3/<h[0:2]>/<h>, where h is the hex objID of (StoreID, Key,
+// Version, Size, BlockSize), holding two files:
+//
+//	data   the object's bytes at the object's own offsets (sparse where
+//	       not fetched), so that a whole one can back a passthrough open
+//	index  a header page (identity, seal), then one record per block with
+//	       its chunk CRCs; a block is present when its record is valid
+//
+// The two are opened through one descriptor of their directory, and an
+// eviction renames the directory away before it removes them, so that a
+// process never pairs an index with another generation's data file.
 const (
-	layoutDir    = "v2"
-	segMagic     = "FRYSEG02"
-	recMagic     = 0x314b4c42 // "BLK1"
-	segHeadLen   = 64         // magic 8, obj 16, segment 8, block size 8, blocks 4, chunk 4, CRC 4, zero pad
-	maxChunks    = 64         // verified-chunk bitmaps are one uint64
-	maxSegBlocks = 64         // presence bitmaps are one uint64
-	pageSize     = 4096
+	layoutDir = "v3"
+	idxMagic  = "FRYIDX03"
+	recMagic  = 0x314b4c42 // "BLK1"
+	idHeadLen = 48         // magic 8, obj 16, size 8, block size 8, chunk 4, CRC 4
+	sealOff   = 64         // the seal (seal.go) lives at this offset of the header page
+	idxHdrLen = 4096       // records start here
+	maxChunks = 64         // verified-chunk bitmaps are one uint64
+	pageSize  = 4096
+	dataName  = "data"
+	idxName   = "index"
+	goneMark  = ".gone-" // an evicted directory, being removed
+	newMark   = ".new-"  // a directory being created, renamed into place when whole
 )
+
+// legacyDirs are layouts of earlier versions: removed at start, never read.
+var legacyDirs = []string{"v2"}
 
 // errCorrupt marks a block whose record or checksum does not match.
 var errCorrupt = errors.New("block: corrupt cache block")
@@ -32,14 +47,8 @@ var errCorrupt = errors.New("block: corrupt cache block")
 // castagnoli is the CRC32C table (hardware accelerated on amd64 and arm64).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// objID names one object version (with the geometry it is stored in).
+// objID names one object version (with the block size it is stored in).
 type objID [16]byte
-
-// segID names one segment file.
-type segID struct {
-	obj objID
-	seg int64
-}
 
 // blockID names one block of one object version.
 type blockID struct {
@@ -49,21 +58,18 @@ type blockID struct {
 
 // object is one object version as the cache sees it. It is immutable.
 type object struct {
-	id        objID
-	ref       Ref
-	dir       string // directory of its segment files
-	bs        int64  // block size
-	chunk     int64  // checksum chunk size
-	segBlocks int64  // blocks per segment file
-	recLen    int64  // bytes per block record
-	hdrLen    int64  // offset of block 0 in a segment file
-	nblocks   int64
+	id      objID
+	ref     Ref
+	dir     string // directory of its two files
+	bs      int64  // block size
+	chunk   int64  // checksum chunk size
+	recLen  int64  // bytes per block record
+	nblocks int64
 }
 
-func newObject(root string, bs, segBlocks int64, ref Ref) *object {
+func newObject(root string, bs int64, ref Ref) *object {
 	h := sha256.New()
-	for _, s := range []string{layoutDir, ref.StoreID, ref.Key, ref.Version,
-		itoa(ref.Size), itoa(bs), itoa(segBlocks)} {
+	for _, s := range []string{layoutDir, ref.StoreID, ref.Key, ref.Version, itoa(ref.Size), itoa(bs)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -71,17 +77,14 @@ func newObject(root string, bs, segBlocks int64, ref Ref) *object {
 	copy(id[:], h.Sum(nil))
 	hx := hexID(id)
 	chunk := chunkSize(bs)
-	recLen := 12 + 4*int64(nChunks(bs, chunk))
 	return &object{
-		id:        id,
-		ref:       ref,
-		dir:       filepath.Join(root, layoutDir, hx[:2], hx),
-		bs:        bs,
-		chunk:     chunk,
-		segBlocks: segBlocks,
-		recLen:    recLen,
-		hdrLen:    (segHeadLen + segBlocks*recLen + pageSize - 1) / pageSize * pageSize,
-		nblocks:   (max(ref.Size, 0) + bs - 1) / bs,
+		id:      id,
+		ref:     ref,
+		dir:     filepath.Join(root, layoutDir, hx[:2], hx),
+		bs:      bs,
+		chunk:   chunk,
+		recLen:  12 + 4*int64(nChunks(bs, chunk)),
+		nblocks: (max(ref.Size, 0) + bs - 1) / bs,
 	}
 }
 
@@ -107,33 +110,28 @@ func (o *object) blockLen(idx int64) int64 { return min(o.bs, o.ref.Size-idx*o.b
 
 func (o *object) bid(idx int64) blockID { return blockID{obj: o.id, idx: idx} }
 
-func (o *object) sid(seg int64) segID { return segID{obj: o.id, seg: seg} }
+func (o *object) dataPath() string { return filepath.Join(o.dir, dataName) }
 
-func (o *object) segPath(seg int64) string { return filepath.Join(o.dir, itoa(seg)) }
+func (o *object) idxPath() string { return filepath.Join(o.dir, idxName) }
 
-// dataOff is the offset of slot b's bytes in a segment file.
-func (o *object) dataOff(b int64) int64 { return o.hdrLen + b*o.bs }
+// recOff is the offset of block idx's record in the index file.
+func (o *object) recOff(idx int64) int64 { return idxHdrLen + idx*o.recLen }
 
-// recOff is the offset of slot b's record in a segment file.
-func (o *object) recOff(b int64) int64 { return segHeadLen + b*o.recLen }
-
-// segHeader is the identity header of segment seg.
-func (o *object) segHeader(seg int64) []byte {
-	b := make([]byte, 0, segHeadLen)
-	b = append(b, segMagic...)
+// idxHeader is the identity header of the index file.
+func (o *object) idxHeader() []byte {
+	b := make([]byte, 0, idHeadLen)
+	b = append(b, idxMagic...)
 	b = append(b, o.id[:]...)
-	b = binary.LittleEndian.AppendUint64(b, uint64(seg))
+	b = binary.LittleEndian.AppendUint64(b, uint64(o.ref.Size))
 	b = binary.LittleEndian.AppendUint64(b, uint64(o.bs))
-	b = binary.LittleEndian.AppendUint32(b, uint32(o.segBlocks))
 	b = binary.LittleEndian.AppendUint32(b, uint32(o.chunk))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	return b[:segHeadLen]
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// record encodes the record of slot b of segment seg: n data bytes with
-// chunk CRCs crcs. Its CRC also covers the slot's identity, so a record
-// copied elsewhere does not validate.
-func (o *object) record(seg, b, n int64, crcs []uint32) []byte {
+// record encodes the record of block idx: n data bytes with chunk CRCs
+// crcs. Its CRC also covers the block's identity, so a record copied
+// elsewhere does not validate.
+func (o *object) record(idx, n int64, crcs []uint32) []byte {
 	r := make([]byte, o.recLen)
 	binary.LittleEndian.PutUint32(r, recMagic)
 	binary.LittleEndian.PutUint32(r[4:], uint32(n))
@@ -141,22 +139,21 @@ func (o *object) record(seg, b, n int64, crcs []uint32) []byte {
 		binary.LittleEndian.PutUint32(r[8+4*i:], c)
 	}
 	end := 8 + 4*len(crcs)
-	binary.LittleEndian.PutUint32(r[end:], o.recCRC(seg, b, r[:end]))
+	binary.LittleEndian.PutUint32(r[end:], o.recCRC(idx, r[:end]))
 	return r
 }
 
-func (o *object) recCRC(seg, b int64, body []byte) uint32 {
-	var id [32]byte
+func (o *object) recCRC(idx int64, body []byte) uint32 {
+	var id [24]byte
 	copy(id[:], o.id[:])
-	binary.LittleEndian.PutUint64(id[16:], uint64(seg))
-	binary.LittleEndian.PutUint64(id[24:], uint64(b))
+	binary.LittleEndian.PutUint64(id[16:], uint64(idx))
 	return crc32.Update(crc32.Checksum(id[:], castagnoli), castagnoli, body)
 }
 
-// parseRecord returns the chunk CRCs of slot b of segment seg (n bytes).
-// ok is false for an absent or invalid record; bad tells them apart (an
-// all-zero record is simply absent).
-func (o *object) parseRecord(r []byte, seg, b, n int64) (crcs []uint32, ok, bad bool) {
+// parseRecord returns the chunk CRCs of block idx (n bytes) from its
+// record r. ok is false for an absent or invalid record; bad tells them
+// apart (an all-zero record is simply absent).
+func (o *object) parseRecord(r []byte, idx, n int64) (crcs []uint32, ok, bad bool) {
 	k := nChunks(n, o.chunk)
 	end := 8 + 4*k
 	if int64(len(r)) != o.recLen {
@@ -166,7 +163,7 @@ func (o *object) parseRecord(r []byte, seg, b, n int64) (crcs []uint32, ok, bad 
 		return nil, false, false
 	}
 	if binary.LittleEndian.Uint32(r) != recMagic || int64(binary.LittleEndian.Uint32(r[4:])) != n ||
-		binary.LittleEndian.Uint32(r[end:]) != o.recCRC(seg, b, r[:end]) {
+		binary.LittleEndian.Uint32(r[end:]) != o.recCRC(idx, r[:end]) {
 		return nil, false, true
 	}
 	crcs = make([]uint32, k)
@@ -176,21 +173,15 @@ func (o *object) parseRecord(r []byte, seg, b, n int64) (crcs []uint32, ok, bad 
 	return crcs, true, false
 }
 
-// parseSegPath recovers a segment's identity from its directory and file
-// names; ok is false for anything else.
-func parseSegPath(objHex, name string) (segID, bool) {
-	var id segID
-	if len(objHex) != 2*len(id.obj) {
+// parseName recovers an object's identity from the name of its
+// directory; ok is false for anything else.
+func parseName(name string) (id objID, ok bool) {
+	if len(name) != 2*len(id) || strings.ToLower(name) != name {
 		return id, false
 	}
-	if _, err := hex.Decode(id.obj[:], []byte(objHex)); err != nil {
+	if _, err := hex.Decode(id[:], []byte(name)); err != nil {
 		return id, false
 	}
-	seg, err := strconv.ParseInt(name, 10, 64)
-	if err != nil || seg < 0 || itoa(seg) != name {
-		return id, false
-	}
-	id.seg = seg
 	return id, true
 }
 

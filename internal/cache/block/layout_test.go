@@ -2,6 +2,8 @@ package block
 
 import (
 	"hash/crc32"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,74 +48,80 @@ func TestChunkCRC(t *testing.T) {
 	}
 }
 
-func TestSegmentRecords(t *testing.T) {
+func TestRecords(t *testing.T) {
 	ref := Ref{StoreID: "s3/b", Key: "k", Version: "v", Size: 10<<20 + 5}
-	o := newObject("/c", 1<<20, 4, ref)
-	if o.hdrLen%pageSize != 0 || o.hdrLen < segHeadLen+4*o.recLen {
-		t.Fatalf("header length %d", o.hdrLen)
+	o := newObject("/c", 1<<20, ref)
+	if h := o.idxHeader(); len(h) != idHeadLen || idHeadLen > sealOff || sealOff+sealLen > idxHdrLen {
+		t.Fatalf("header is %d bytes, seal at %d+%d, records at %d", len(h), sealOff, sealLen, idxHdrLen)
 	}
-	if h := o.segHeader(2); len(h) != segHeadLen {
-		t.Fatalf("header is %d bytes", len(h))
+	if o.nblocks != 11 || o.blockLen(10) != 5 {
+		t.Fatalf("nblocks %d, last block %d bytes", o.nblocks, o.blockLen(10))
 	}
 	crcs := make([]uint32, 16)
 	for i := range crcs {
 		crcs[i] = uint32(i * 77)
 	}
-	rec := o.record(1, 3, 1<<20, crcs)
-	got, ok, bad := o.parseRecord(rec, 1, 3, 1<<20)
+	rec := o.record(3, 1<<20, crcs)
+	got, ok, bad := o.parseRecord(rec, 3, 1<<20)
 	if !ok || bad || len(got) != 16 || got[5] != crcs[5] {
 		t.Fatalf("parseRecord = %v, %v, %v", got, ok, bad)
 	}
 	flipped := append([]byte(nil), rec...)
 	flipped[20] ^= 1
+	other := newObject("/c", 1<<20, Ref{StoreID: "s3/b", Key: "k", Version: "v2", Size: 10<<20 + 5})
 	tests := []struct {
-		name      string
-		rec       []byte
-		seg, b, n int64
-		bad       bool
+		name string
+		o    *object
+		rec  []byte
+		idx  int64
+		n    int64
+		bad  bool
 	}{
-		{name: "absent", rec: make([]byte, o.recLen), seg: 1, b: 3, n: 1 << 20},
-		{name: "other slot", rec: rec, seg: 1, b: 2, n: 1 << 20, bad: true},
-		{name: "other segment", rec: rec, seg: 2, b: 3, n: 1 << 20, bad: true},
-		{name: "other length", rec: rec, seg: 1, b: 3, n: 5, bad: true},
-		{name: "flipped bit", rec: flipped, seg: 1, b: 3, n: 1 << 20, bad: true},
-		{name: "short", rec: rec[:10], seg: 1, b: 3, n: 1 << 20, bad: true},
+		{name: "absent", o: o, rec: make([]byte, o.recLen), idx: 3, n: 1 << 20},
+		{name: "other block", o: o, rec: rec, idx: 2, n: 1 << 20, bad: true},
+		{name: "other object", o: other, rec: rec, idx: 3, n: 1 << 20, bad: true},
+		{name: "other length", o: o, rec: rec, idx: 3, n: 5, bad: true},
+		{name: "flipped bit", o: o, rec: flipped, idx: 3, n: 1 << 20, bad: true},
+		{name: "short", o: o, rec: rec[:10], idx: 3, n: 1 << 20, bad: true},
 	}
 	for _, tt := range tests {
-		if _, ok, bad := o.parseRecord(tt.rec, tt.seg, tt.b, tt.n); ok || bad != tt.bad {
+		if _, ok, bad := tt.o.parseRecord(tt.rec, tt.idx, tt.n); ok || bad != tt.bad {
 			t.Errorf("%s: ok %v bad %v, want bad %v", tt.name, ok, bad, tt.bad)
 		}
 	}
 }
 
-func TestParseSegPath(t *testing.T) {
-	o := newObject("/c", 1<<20, 16, Ref{StoreID: "s3/b", Key: "k", Version: "v", Size: 10})
+func TestParseName(t *testing.T) {
+	o := newObject("/c", 1<<20, Ref{StoreID: "s3/b", Key: "k", Version: "v", Size: 10})
 	hx := hexID(o.id)
 	tests := []struct {
-		obj, name string
-		ok        bool
+		name string
+		ok   bool
 	}{
-		{obj: hx, name: "0", ok: true},
-		{obj: hx, name: "123", ok: true},
-		{obj: hx, name: "0123"},
-		{obj: hx, name: "-1"},
-		{obj: hx, name: ".tmp.123"},
-		{obj: hx[:30], name: "1"},
-		{obj: "zz" + hx[2:], name: "1"},
+		{name: hx, ok: true},
+		{name: hx + goneMark + "12-3"},
+		{name: hx + ".tmp"},
+		{name: strings.ToUpper(hx)},
+		{name: hx[:30]},
+		{name: "zz" + hx[2:]},
 	}
 	for _, tt := range tests {
-		id, ok := parseSegPath(tt.obj, tt.name)
-		if ok != tt.ok || ok && id.obj != o.id {
-			t.Errorf("parseSegPath(%q, %q) = %v, %v", tt.obj, tt.name, id, ok)
+		id, ok := parseName(tt.name)
+		if ok != tt.ok || ok && id != o.id {
+			t.Errorf("parseName(%q) = %v, %v", tt.name, id, ok)
 		}
+	}
+	if o.dataPath() != filepath.Join("/c", layoutDir, hx[:2], hx, dataName) || filepath.Dir(o.idxPath()) != o.dir {
+		t.Errorf("paths %s, %s", o.dataPath(), o.idxPath())
 	}
 	ids := map[objID]string{}
 	for name, ob := range map[string]*object{
-		"v1":        newObject("/c", 1<<20, 16, Ref{Key: "k", Version: "v1"}),
-		"v2":        newObject("/c", 1<<20, 16, Ref{Key: "k", Version: "v2"}),
-		"2MiB":      newObject("/c", 2<<20, 16, Ref{Key: "k", Version: "v1"}),
-		"8 per seg": newObject("/c", 1<<20, 8, Ref{Key: "k", Version: "v1"}),
-		"size":      newObject("/c", 1<<20, 16, Ref{Key: "k", Version: "v1", Size: 1}),
+		"v1":     newObject("/c", 1<<20, Ref{Key: "k", Version: "v1"}),
+		"v2":     newObject("/c", 1<<20, Ref{Key: "k", Version: "v2"}),
+		"2MiB":   newObject("/c", 2<<20, Ref{Key: "k", Version: "v1"}),
+		"size":   newObject("/c", 1<<20, Ref{Key: "k", Version: "v1", Size: 1}),
+		"store":  newObject("/c", 1<<20, Ref{StoreID: "gs/b", Key: "k", Version: "v1"}),
+		"key k2": newObject("/c", 1<<20, Ref{Key: "k2", Version: "v1"}),
 	} {
 		if other, dup := ids[ob.id]; dup {
 			t.Errorf("%s and %s share an object id", name, other)

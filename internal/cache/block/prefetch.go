@@ -78,7 +78,7 @@ func (c *Cache) fillParts() int64 { return max(4, int64(c.nworkers)/4) }
 // blocks queued ahead of the one it waits for. It uses a Reader of its own
 // as the owner of its queued fetches, so they are dropped when it returns.
 func (c *Cache) warm(ctx context.Context, o *object, p prio, ahead int64, progress func(int64)) error {
-	r := &Reader{c: c, o: o, held: map[int64]*heldSeg{}}
+	r := &Reader{c: c, o: o}
 	c.st.readers.Add(1)
 	defer r.Close()
 	var done, queued int64
@@ -117,14 +117,15 @@ func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio) error {
 		if present {
 			return nil
 		}
-		select {
-		case <-fl.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		f, err := c.wait(ctx, fl)
+		if f != nil {
+			c.release(f)
 		}
-		switch err := fl.err; {
+		switch {
 		case err == nil:
 			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case errors.Is(err, errDropped):
 		case final(err) || attempts+1 >= maxAttempts:
 			return err

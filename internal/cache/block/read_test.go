@@ -183,7 +183,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 }
 
 func TestCachedFile(t *testing.T) {
-	f := newFixture(t, 200_000, Config{BlockSize: 64 << 10, SegmentSize: 128 << 10})
+	f := newFixture(t, 200_000, Config{BlockSize: 64 << 10})
 	r := f.cache.Open(f.ref)
 	defer r.Close()
 	if _, _, ok := r.CachedFile(0, 4096); ok {
@@ -198,8 +198,8 @@ func TestCachedFile(t *testing.T) {
 		{name: "inside a block", off: 70_000, n: 4096, ok: true},
 		{name: "whole block", off: 65536, n: 65536, ok: true},
 		{name: "tail, clipped at EOF", off: 199_000, n: 4096, ok: true},
-		{name: "across blocks of a segment", off: 65000, n: 4096, ok: true},
-		{name: "across segments", off: 131000, n: 4096, ok: false},
+		{name: "across blocks", off: 65000, n: 4096, ok: true},
+		{name: "across three blocks", off: 65000, n: 100_000, ok: true},
 		{name: "past EOF", off: 200_000, n: 1, ok: false},
 	}
 	for _, tt := range tests {

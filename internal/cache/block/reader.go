@@ -12,10 +12,6 @@ import (
 )
 
 const (
-	// maxHeld bounds the segment files one Reader keeps referenced (and so
-	// open). A file returned by CachedFile stays valid until maxHeld other
-	// segments have been touched through the same Reader, or Close.
-	maxHeld = 16
 	// maxAttempts bounds fetches of one block for one read when they fail
 	// with transient errors (the store's retry decorator retries each), and
 	// refetches of a block found corrupt.
@@ -36,17 +32,17 @@ type Reader struct {
 	// Cache.mu.
 	mu     sync.Mutex
 	det    detector
-	held   map[int64]*heldSeg // referenced segments by number
-	order  []int64            // segment numbers in held, oldest first
+	held   *heldObj // the object's files, once opened
 	closed bool
 }
 
-// heldSeg is a segment a Reader references. pins counts reads using it
-// right now; a pinned segment is not released to make room.
-type heldSeg struct {
-	sf   *segFile
+// heldObj is the object file a Reader references. pins counts reads using
+// it right now; a file replaced while pinned (it was evicted and fetches
+// went on in a new one) is released by its last unpin.
+type heldObj struct {
+	f    *objFile
 	pins int
-	gone bool // no longer in held; the last unpin releases sf
+	gone bool // no longer r.held; the last unpin releases f
 }
 
 // ReadAt reads len(p) bytes at off with io.ReaderAt semantics: it returns
@@ -109,16 +105,15 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		if err != nil {
 			return done, waited, err
 		}
-		b := idx % o.segBlocks
-		err = h.sf.read(r.c, b, p[done:done+m], bo)
+		err = h.f.read(r.c, idx, p[done:done+m], bo)
 		if err == nil {
-			h.sf.touch()
+			h.f.touch()
 		}
 		r.unpin(h)
 		if err != nil {
 			if errors.Is(err, errCorrupt) && corrupt < maxAttempts {
 				corrupt++
-				r.c.drop(h.sf, b)
+				r.c.drop(h.f, idx)
 				continue
 			}
 			return done, waited, fmt.Errorf("block: cache read %s: %w", o.ref.Key, err)
@@ -158,35 +153,34 @@ func (r *Reader) direct(ctx context.Context, p []byte, off int64) error {
 	return nil
 }
 
-// block returns the segment holding block idx, held and pinned by r (the
-// caller unpins it), fetching the block (with the missing blocks after it,
-// up to end) when it is not cached. waited reports a fetch.
-func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldSeg, waited bool, err error) {
-	seg, b := idx/r.o.segBlocks, idx%r.o.segBlocks
+// block returns the object file holding block idx, held and pinned by r
+// (the caller unpins it), fetching the block (with the missing blocks
+// after it, up to end) when it is not cached. waited reports a fetch.
+func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldObj, waited bool, err error) {
 	attempts := 0
 	for range maxRounds {
-		h, err := r.pin(seg)
+		h, err := r.pin()
 		if err != nil {
 			return nil, waited, err
 		}
-		if h != nil && h.sf.load(r.c, b) {
+		if h != nil && h.f.load(r.c, idx) {
 			return h, waited, nil
 		}
 		if h != nil {
 			r.unpin(h)
 		}
-		// Not in the segment we hold: it may be in a newer file (ours was
+		// Not in the file we hold: it may be in a newer file (ours was
 		// evicted), or not cached.
-		sf, err := r.c.openSeg(r.o, seg, false)
+		f, err := r.c.openObj(r.o, false)
 		if err != nil {
 			return nil, waited, err
 		}
-		if sf != nil && sf.load(r.c, b) {
-			h, err := r.hold(seg, sf)
+		if f != nil && f.load(r.c, idx) {
+			h, err := r.hold(f)
 			return h, waited, err
 		}
-		if sf != nil {
-			r.c.release(sf)
+		if f != nil {
+			r.c.release(f)
 		}
 		fl, present, err := r.c.ensureFlight(r.o, idx, end, prioDemand)
 		if err != nil {
@@ -196,13 +190,18 @@ func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldSeg, waited 
 			continue
 		}
 		waited = true
-		select {
-		case <-fl.done:
-		case <-ctx.Done():
-			return nil, waited, ctx.Err()
+		f, err = r.c.wait(ctx, fl)
+		if f != nil {
+			h, err := r.hold(f)
+			if err != nil || h.f.load(r.c, idx) {
+				return h, waited, err
+			}
+			r.unpin(h)
 		}
-		switch err := fl.err; {
+		switch {
 		case err == nil, errors.Is(err, errDropped):
+		case ctx.Err() != nil:
+			return nil, waited, err
 		case final(err) || attempts+1 >= maxAttempts:
 			return nil, waited, err
 		default:
@@ -223,80 +222,78 @@ func final(err error) bool {
 	return false
 }
 
-// pin pins segment seg if r holds it (nil otherwise).
-func (r *Reader) pin(seg int64) (*heldSeg, error) {
+// pin pins the file r holds (nil when it holds none).
+func (r *Reader) pin() (*heldObj, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, ErrClosed
 	}
-	h := r.held[seg]
+	h := r.held
 	if h != nil {
 		h.pins++
 	}
 	return h, nil
 }
 
-// hold records that r references sf (a reference from openSeg) as segment
-// seg and returns it pinned. A copy held before is replaced (it was
-// evicted; its last unpin releases it). The oldest unpinned segments
-// beyond maxHeld are released. On a closed Reader it releases sf and
-// fails.
-func (r *Reader) hold(seg int64, sf *segFile) (*heldSeg, error) {
-	var rel []*segFile
+// hold records that r references f (a reference from openObj) and returns
+// it pinned. A file held before is replaced (it was evicted; its last
+// unpin releases it). On a closed Reader it releases f and fails.
+func (r *Reader) hold(f *objFile) (*heldObj, error) {
+	var rel *objFile
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		r.c.release(sf)
+		r.c.release(f)
 		return nil, ErrClosed
 	}
-	h := r.held[seg]
+	h := r.held
 	switch {
-	case h != nil && h.sf == sf:
-		rel = append(rel, sf) // a concurrent read took it first: drop our extra reference
+	case h != nil && h.f == f:
+		rel = f // a concurrent read took it first: drop our extra reference
 	default:
 		if h != nil {
 			h.gone = true
 			if h.pins == 0 {
-				rel = append(rel, h.sf)
-			}
-		} else {
-			r.order = append(r.order, seg)
-		}
-		h = &heldSeg{sf: sf}
-		r.held[seg] = h
-		for i := 0; len(r.held) > maxHeld && i < len(r.order); {
-			old := r.order[i]
-			oh := r.held[old]
-			if oh != nil && (oh.pins > 0 || oh == h) {
-				i++
-				continue
-			}
-			r.order = append(r.order[:i], r.order[i+1:]...)
-			if oh != nil {
-				delete(r.held, old)
-				rel = append(rel, oh.sf)
+				rel = h.f
 			}
 		}
+		h = &heldObj{f: f}
+		r.held = h
 	}
 	h.pins++
 	r.mu.Unlock()
-	for _, sf := range rel {
-		r.c.release(sf)
+	if rel != nil {
+		r.c.release(rel)
 	}
 	return h, nil
 }
 
-// unpin ends a read's use of h; the last unpin of a replaced segment
-// releases it.
-func (r *Reader) unpin(h *heldSeg) {
+// unpin ends a read's use of h; the last unpin of a replaced file releases
+// it.
+func (r *Reader) unpin(h *heldObj) {
 	r.mu.Lock()
 	h.pins--
 	rel := h.pins == 0 && h.gone
 	r.mu.Unlock()
 	if rel {
-		r.c.release(h.sf)
+		r.c.release(h.f)
 	}
+}
+
+// file returns the object's file, held and pinned, opening it when r
+// holds none yet; nil when it is not on disk.
+func (r *Reader) file() *heldObj {
+	h, err := r.pin()
+	if err != nil || h != nil {
+		return h
+	}
+	f, _ := r.c.openObj(r.o, false)
+	if f == nil {
+		return nil
+	}
+	h, _ = r.hold(f)
+	return h
 }
 
 // observe feeds a read to the sequential detector and queues what it asks.
@@ -328,51 +325,34 @@ func (r *Reader) observe(off, n int64) error {
 	return nil
 }
 
-// CachedFile returns an open cache file and the offset in it that hold the
-// object's bytes [off, off+n) (n clipped at the end of the object) when
-// they are all cached in one segment file, checksums verified, so the FUSE
-// layer can hand the kernel a file descriptor (splice) instead of copying.
-// ok is false when some of the range is not cached or it spans two
-// segments (16 MiB by default); the caller then uses ReadAt. The file stays
-// open until maxHeld (16) other segments have been touched through r, or r
-// is closed; the caller must not close it. A hit counts as a read for
-// readahead.
+// CachedFile returns an open cache file and the offset in it that hold
+// the object's bytes [off, off+n) (n clipped at the end of the object)
+// when they are all cached, checksums verified, so the FUSE layer can hand
+// the kernel a file descriptor (splice) instead of copying. ok is false
+// when some of the range is not cached; the caller then uses ReadAt. The
+// file stays open until r is closed; the caller must not close it. A hit
+// counts as a read for readahead.
 func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	o := r.o
 	if n <= 0 || off < 0 || off >= o.ref.Size {
 		return nil, 0, false
 	}
 	n = min(n, o.ref.Size-off)
-	segBytes := o.segBlocks * o.bs
-	seg := off / segBytes
-	if (off+n-1)/segBytes != seg {
-		return nil, 0, false
-	}
-	h, err := r.pin(seg)
-	if err != nil {
-		return nil, 0, false
-	}
+	h := r.file()
 	if h == nil {
-		sf, _ := r.c.openSeg(o, seg, false)
-		if sf == nil {
-			return nil, 0, false
-		}
-		if h, err = r.hold(seg, sf); err != nil {
-			return nil, 0, false
-		}
+		return nil, 0, false
 	}
 	defer r.unpin(h)
-	sf := h.sf
+	of := h.f
 	for idx := off / o.bs; idx*o.bs < off+n; idx++ {
-		b := idx % o.segBlocks
-		if !sf.load(r.c, b) {
+		if !of.load(r.c, idx) {
 			return nil, 0, false
 		}
 		lo := max(off, idx*o.bs) - idx*o.bs
 		hi := min(off+n, idx*o.bs+o.blockLen(idx)) - idx*o.bs
-		if err := sf.check(r.c, b, nil, lo, hi-lo); err != nil {
+		if err := of.check(r.c, idx, nil, lo, hi-lo); err != nil {
 			if errors.Is(err, errCorrupt) {
-				r.c.drop(sf, b)
+				r.c.drop(of, idx)
 			}
 			return nil, 0, false
 		}
@@ -380,13 +360,43 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	if r.observe(off, n) != nil {
 		return nil, 0, false
 	}
-	sf.touch()
+	of.touch()
 	r.c.st.hits.Add(1)
 	r.c.st.bytesCache.Add(n)
-	return sf.f, o.hdrLen + off - seg*segBytes, true
+	return of.data, off, true
 }
 
-// Close releases the Reader's segments and drops its queued readahead. It
+// ID names the object version r reads (as its cache files do): two
+// Readers with the same ID read the same bytes.
+func (r *Reader) ID() string { return hexID(r.o.id) }
+
+// Backing returns a new read-only descriptor of the object's data file
+// when every byte of the object is cached and verified (see seal.go), for
+// the FUSE layer to hand the kernel as the backing file of a passthrough
+// open; the caller closes it (the kernel keeps its own reference). The
+// Reader keeps the file referenced (and so counted in the cache's size)
+// until it is closed: evicting it unlinks it without breaking the open.
+// ok is false when some block is missing or fails its checksum (it is
+// dropped and fetched again by the next read) or the object is empty.
+func (r *Reader) Backing() (f *os.File, ok bool) {
+	h := r.file()
+	if h == nil {
+		return nil, false
+	}
+	defer r.unpin(h)
+	if !r.c.whole(h.f) {
+		return nil, false
+	}
+	ro, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", h.f.data.Fd()), os.O_RDONLY, 0)
+	if err != nil {
+		r.c.log.Debug("block cache: reopening a data file read-only", "path", r.o.dataPath(), "err", err)
+		return nil, false
+	}
+	h.f.touch()
+	return ro, true
+}
+
+// Close releases the Reader's file and drops its queued readahead. It
 // always returns nil; ReadAt after Close returns ErrClosed.
 func (r *Reader) Close() error {
 	r.mu.Lock()
@@ -395,23 +405,22 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
-	var rel []*segFile
-	for _, h := range r.held {
+	var rel *objFile
+	if h := r.held; h != nil {
 		if h.pins > 0 {
 			h.gone = true // the last unpin releases it
 		} else {
-			rel = append(rel, h.sf)
+			rel = h.f
 		}
 	}
 	r.held = nil
-	r.order = nil
 	r.c.st.windowSum.Add(-r.det.window)
 	r.det.window = 0
 	r.mu.Unlock()
 	r.c.st.readers.Add(-1)
 	r.c.dropQueued(r)
-	for _, sf := range rel {
-		r.c.release(sf)
+	if rel != nil {
+		r.c.release(rel)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package block
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -41,10 +42,10 @@ func TestSecondCacheOnSameDirHits(t *testing.T) {
 	}
 }
 
-// TestTwoProcessesShareSegments has two caches on one directory fetch the
-// same object at the same time (so both write into the same segment files).
-func TestTwoProcessesShareSegments(t *testing.T) {
-	cfg := Config{BlockSize: 64 << 10, SegmentSize: 512 << 10, PartSize: 128 << 10}
+// TestTwoProcessesShareFiles has two caches on one directory fetch the
+// same object at the same time (so both write into the same files).
+func TestTwoProcessesShareFiles(t *testing.T) {
+	cfg := Config{BlockSize: 64 << 10, PartSize: 128 << 10}
 	f := newFixture(t, 5<<20+999, cfg)
 	cfg.Dir = f.cache.cfg.Dir
 	caches := []*Cache{f.cache, f.open(cfg)}
@@ -93,13 +94,19 @@ func TestTwoProcessesShareSegments(t *testing.T) {
 	}
 }
 
-// TestStartupScanEvictsOldSegments: a cache opened with a smaller limit
-// on a directory an earlier process filled trims it to the limit.
-func TestStartupScanEvictsOldSegments(t *testing.T) {
-	cfg := Config{BlockSize: 64 << 10, SegmentSize: 256 << 10}
-	f := newFixture(t, 4<<20, cfg)
-	if err := f.cache.Prefetch(context.Background(), f.ref, nil); err != nil {
-		t.Fatal(err)
+// TestStartupScanEvictsOldObjects: a cache opened with a smaller limit
+// on a directory an earlier process filled trims it to the limit, least
+// recently used objects first.
+func TestStartupScanEvictsOldObjects(t *testing.T) {
+	cfg := Config{BlockSize: 64 << 10}
+	f := newFixture(t, 256<<10, cfg)
+	var refs []Ref
+	for i := range 8 {
+		ref := f.put(fmt.Sprintf("obj%d", i), randBytes(uint64(i), 256<<10))
+		if err := f.cache.Prefetch(context.Background(), ref, nil); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
 	}
 	f.cache.Close()
 	cfg.Dir, cfg.MaxBytes = f.cache.cfg.Dir, 1<<20
@@ -108,8 +115,18 @@ func TestStartupScanEvictsOldSegments(t *testing.T) {
 		st := c.Stats()
 		return st.Evictions > 0 && st.BytesCached <= cfg.MaxBytes
 	})
-	if got := c.Cached(f.ref); got > cfg.MaxBytes || got == 0 {
-		t.Fatalf("Cached = %d after trimming to %d", got, cfg.MaxBytes)
+	var kept int
+	for _, ref := range refs {
+		switch got := c.Cached(ref); got {
+		case 0:
+		case ref.Size:
+			kept++
+		default:
+			t.Errorf("%s: %d of %d bytes cached: objects are evicted whole", ref.Key, got, ref.Size)
+		}
+	}
+	if kept == 0 || kept == len(refs) {
+		t.Fatalf("%d of %d objects kept after trimming to %d", kept, len(refs), cfg.MaxBytes)
 	}
 }
 
@@ -119,7 +136,7 @@ func TestStartupScanEvictsOldSegments(t *testing.T) {
 // a block another one is fetching is waited for, not fetched again
 // (claim.go). A claim left by a fetch that failed is taken over.
 func TestSharedDirFetchesOnce(t *testing.T) {
-	cfg := Config{BlockSize: 256 << 10, SegmentSize: 2 << 20, PartSize: 1 << 20}
+	cfg := Config{BlockSize: 256 << 10, PartSize: 1 << 20}
 	const size = 16<<20 + 12345
 	for _, tc := range []struct {
 		name     string

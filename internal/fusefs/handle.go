@@ -15,9 +15,10 @@ import (
 
 // handle is one open file.
 type handle struct {
-	h *vfs.Handle
-	m *metrics.FUSE
-	n *node // the node it is open on
+	h    *vfs.Handle
+	m    *metrics.FUSE
+	n    *node    // the node it is open on
+	mode openMode // how the kernel serves it; set by node.attach
 }
 
 var (
@@ -93,6 +94,6 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 // Release closes the handle and queues a written file for upload.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.obs("release", time.Now(), &errno)
-	h.n.dropHandle(h)
+	h.n.detach(h)
 	return vfs.Errno(h.h.Release())
 }

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -28,6 +29,12 @@ type Options struct {
 	// ReadAheadKB is the kernel's readahead window on the mount, in KiB
 	// (default 4096; negative leaves the kernel's). See setReadAhead.
 	ReadAheadKB int
+	// Passthrough is PassthroughAuto (the default), PassthroughOn or
+	// PassthroughOff (see passthrough.go); BackingDir is a directory on
+	// the file system of the cache's files, where the mount checks that
+	// the kernel takes backing files from it.
+	Passthrough string
+	BackingDir  string
 }
 
 // maxRead is the largest READ request: the most go-fuse can splice
@@ -44,6 +51,7 @@ const defaultReadAheadKB = 4096
 type Server struct {
 	srv *fuse.Server
 	dir string
+	pt  *passthrough
 }
 
 // Mount mounts v at dir. As root it calls mount(2) directly (no
@@ -56,7 +64,15 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		opts.AttrTimeout = time.Second
 	}
 	neg := time.Second
-	root := &node{v: v, m: opts.Metrics}
+	switch opts.Passthrough {
+	case "":
+		opts.Passthrough = PassthroughAuto
+	case PassthroughAuto, PassthroughOn, PassthroughOff:
+	default:
+		return nil, fmt.Errorf("passthrough %q: want auto, on or off", opts.Passthrough)
+	}
+	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}}
+	root := &node{v: v, m: opts.Metrics, pt: pt}
 	mo := fuse.MountOptions{
 		FsName:       "ferry",
 		Name:         "ferry",
@@ -79,17 +95,39 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		// taken as root; through fusermount reads stay at MaxWrite and
 		// Read copies what it cannot splice).
 		Options: []string{fmt.Sprintf("max_read=%d", maxRead)},
+		// Backing files may sit on a stacked file system one level deep
+		// (a container's overlayfs /tmp); the mount itself cannot then be
+		// stacked upon.
+		MaxStackDepth: 2,
 	}
-	srv, err := fs.Mount(dir, root, &fs.Options{
+	fsOpts := &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &opts.EntryTimeout,
 		AttrTimeout:     &opts.AttrTimeout,
 		NegativeTimeout: &neg,
 		UID:             uint32(os.Getuid()),
 		GID:             uint32(os.Getgid()),
-	})
+	}
+	srv, err := fuse.NewServer(newRawFS(root, fsOpts, pt), dir, &fsOpts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	pt.srv = srv
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	if opts.Passthrough == PassthroughOff {
+		pt.why = "turned off (--passthrough off)"
+	} else if err := pt.probe(cmp.Or(opts.BackingDir, os.TempDir())); err != nil {
+		pt.why = err.Error()
+		if opts.Passthrough == PassthroughOn {
+			srv.Unmount()
+			return nil, fmt.Errorf("mount %s: --passthrough on: %w", dir, err)
+		}
+	} else {
+		pt.on.Store(true)
 	}
 	if opts.ReadAheadKB == 0 {
 		opts.ReadAheadKB = defaultReadAheadKB
@@ -97,8 +135,12 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	if opts.ReadAheadKB > 0 {
 		_ = setReadAhead(dir, opts.ReadAheadKB) // best effort: /sys may be read-only in a container
 	}
-	return &Server{srv: srv, dir: dir}, nil
+	return &Server{srv: srv, dir: dir, pt: pt}, nil
 }
+
+// Passthrough reports whether opens of wholly cached files are served
+// with FUSE passthrough, and if not, why not.
+func (s *Server) Passthrough() (on bool, why string) { return s.pt.on.Load(), s.pt.why }
 
 // setReadAhead sets the readahead window of the mount at dir (the
 // read_ahead_kb of its backing device info). The kernel starts a FUSE

@@ -32,6 +32,14 @@ func mountMem(t *testing.T) string {
 // and the block cache; all are closed and unmounted at the test's end.
 func mountStore(t *testing.T, st objstore.Store, mcfg meta.Config) (string, *writeback.Manager, *block.Cache) {
 	t.Helper()
+	root, wb, bc, _ := mountWith(t, st, mcfg, Options{}, filepath.Join(t.TempDir(), "blocks"))
+	return root, wb, bc
+}
+
+// mountWith is mountStore with mount options opts and the block cache in
+// blockDir; it also returns the server.
+func mountWith(t *testing.T, st objstore.Store, mcfg meta.Config, opts Options, blockDir string) (string, *writeback.Manager, *block.Cache, *Server) {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("/dev/fuse: %v", err)
 	}
@@ -50,13 +58,16 @@ func mountStore(t *testing.T, st objstore.Store, mcfg meta.Config) (string, *wri
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := block.New(block.Config{Dir: filepath.Join(t.TempDir(), "blocks"), MaxBytes: 64 << 20, Logger: log})
+	bc, err := block.New(block.Config{Dir: blockDir, MaxBytes: 64 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := vfs.New(vfs.Options{}, vfs.Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
 	dir := t.TempDir()
-	srv, err := Mount(dir, v, Options{})
+	if opts.BackingDir == "" {
+		opts.BackingDir = blockDir
+	}
+	srv, err := Mount(dir, v, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +84,7 @@ func mountStore(t *testing.T, st objstore.Store, mcfg meta.Config) (string, *wri
 		bc.Close()
 		mc.Close()
 	})
-	return filepath.Join(dir, "s3", "bkt"), wb, bc
+	return filepath.Join(dir, "s3", "bkt"), wb, bc, srv
 }
 
 // TestNodes drives the kernel through the FUSE nodes: one inode per name,

@@ -22,11 +22,14 @@ import (
 // (go-fuse), and an unlinked node lives on for the descriptors open on it.
 type node struct {
 	fs.Inode
-	v *vfs.FS
-	m *metrics.FUSE
+	v  *vfs.FS
+	m  *metrics.FUSE
+	pt *passthrough // the mount's; nil without passthrough
 
-	mu   sync.Mutex           // guards open
-	open map[*handle]struct{} // handles open on this node
+	mu     sync.Mutex           // guards the fields below
+	open   map[*handle]struct{} // handles open on this node
+	cached int                  // of them, served through the page cache (passthrough.go)
+	bk     *backing             // the backing file of its passthrough and direct opens, if any
 }
 
 var (
@@ -70,22 +73,6 @@ func (n *node) childPath(name string) (string, bool) {
 	return path.Join(p, name), ok
 }
 
-// addHandle and dropHandle keep n.open.
-func (n *node) addHandle(h *handle) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.open == nil {
-		n.open = map[*handle]struct{}{}
-	}
-	n.open[h] = struct{}{}
-}
-
-func (n *node) dropHandle(h *handle) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.open, h)
-}
-
 // handleOf returns fh as ferry's handle, else any handle open on n (the
 // kernel sends no handle with a stat of an open, unlinked file), else nil.
 func (n *node) handleOf(fh fs.FileHandle) *handle {
@@ -112,7 +99,7 @@ func (n *node) obs(op string, start time.Time, errno *syscall.Errno) {
 // mkdir, symlink); go-fuse numbers its inode.
 func (n *node) newChild(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) (*fs.Inode, *node) {
 	fillAttr(a, &out.Attr)
-	ch := &node{v: n.v, m: n.m}
+	ch := &node{v: n.v, m: n.m, pt: n.pt}
 	return n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(a.Kind)}), ch
 }
 
@@ -244,6 +231,10 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 // Open opens an existing file.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	defer n.obs("open", time.Now(), &errno)
+	if vfs.FlagsFrom(flags).Write && n.hasBacking() {
+		n.split(ctx) // see passthrough.go
+		return nil, 0, syscall.ESTALE
+	}
 	p, ok := n.path()
 	if !ok {
 		return nil, 0, syscall.ENOENT
@@ -256,8 +247,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFla
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	fh := &handle{h: h, m: n.m, n: n}
-	n.addHandle(fh)
-	return fh, fuseFlags, 0
+	return fh, n.attach(ctx, fh, fuseFlags), 0
 }
 
 // Create creates and opens a file.
@@ -274,8 +264,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	a := vfs.Attr{Kind: vfs.KindFile, Mode: mode & 0o7777, Mtime: time.Now()}
 	ino, ch := n.newChild(ctx, a, out)
 	fh := &handle{h: h, m: n.m, n: ch}
-	ch.addHandle(fh)
-	return ino, fh, 0, 0
+	return ino, fh, ch.attach(ctx, fh, 0), 0
 }
 
 // Mkdir creates a directory (a marker object).

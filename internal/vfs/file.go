@@ -256,6 +256,23 @@ func (h *Handle) CachedFile(off int64, n int) (f *os.File, fileOff int64, m int,
 	return f, fileOff, m, ok
 }
 
+// Backing returns a read-only descriptor of a cache file that holds the
+// whole of the clean object h reads, verified, for the FUSE layer to hand
+// the kernel (passthrough), and the identity of its bytes (two handles
+// with the same id read the same bytes). ok is false for a handle open
+// for writing, a file with local changes, an object not (yet) wholly
+// cached, and an empty one. The caller closes f.
+func (h *Handle) Backing() (f *os.File, id string, ok bool) {
+	h.mu.Lock()
+	rd := h.rd
+	h.mu.Unlock()
+	if rd == nil || h.wf != nil || h.dirty() != nil {
+		return nil, "", false
+	}
+	f, ok = rd.Backing()
+	return f, rd.ID(), ok
+}
+
 // Write writes at off (the file must be open for writing).
 func (h *Handle) Write(p []byte, off int64) (int, error) {
 	if h.wf == nil {

@@ -1,0 +1,273 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ferry-fs/ferry/internal/metrics"
+)
+
+// FUSE passthrough (Linux 6.9+): an open of a file whose bytes are all in
+// the block cache is answered with FOPEN_PASSTHROUGH and a backing file
+// (the cache's data file, registered with the kernel): the kernel then
+// serves reads, splice and mmap from it without asking ferry, and every
+// ferry on the node that passes through the same cache file shares one
+// page cache of it.
+//
+// The kernel's rules (fs/fuse/iomode.c): all passthrough opens of an inode
+// name one backing file; while an inode has opens served through the page
+// cache (cached mode), a passthrough open fails, and while it has a
+// backing file, every open must be a passthrough open of that file, or a
+// FOPEN_DIRECT_IO one (whose reads and writes come to ferry, and whose
+// mmap goes to the backing file). So each node keeps its backing file and
+// its cached opens (node.bk, node.cached), and an open is:
+//
+//   - passthrough: a clean file opened for reading, wholly cached, on a
+//     node without cached opens whose backing (if any) holds the same
+//     bytes;
+//   - direct (FOPEN_DIRECT_IO with the node's backing id): any other
+//     read-only open while the node has a backing file (a newer version,
+//     a file with local changes);
+//   - cached: everything else, as without passthrough.
+//
+// An open for writing never shares a backing file: the kernel would map
+// its writable shared mappings onto the (read-only) cache file, where
+// the task's writes would corrupt the cache and never be uploaded. So a
+// writer opening a node that has one gets ESTALE, after ferry gave the
+// name a new node; the kernel retries the open once with a fresh lookup,
+// which finds the new node (no backing file: a cached open). The old node
+// lives on for its passthrough opens, as a file replaced by a rename
+// does: they keep reading the bytes they opened.
+//
+// go-fuse's own FilePassthroughFder support registers a backing file per
+// node too, but attaches it to every later open of the node, writers
+// included, and drops it only after the file handle's Release has run;
+// ferry registers backing files itself (under the node's lock, with its
+// own counts) and tells go-fuse's raw layer the id through rawFS.
+
+// Passthrough modes (Options.Passthrough).
+const (
+	PassthroughAuto = "auto" // use it when the kernel and the cache dir allow, else fall back (the default)
+	PassthroughOn   = "on"   // fail the mount when it cannot be used
+	PassthroughOff  = "off"  // never use it
+)
+
+// openMode is how the kernel serves one open (a handle's mode).
+type openMode int
+
+const (
+	modeCached openMode = iota
+	modePassthrough
+	modeDirect
+)
+
+var modeNames = [...]string{modeCached: "cached", modePassthrough: "passthrough", modeDirect: "direct"}
+
+// backing is the backing file a node's passthrough and direct opens share.
+type backing struct {
+	id   int32  // the kernel's backing id
+	key  string // the identity of its bytes (vfs.Handle.Backing)
+	refs int    // opens using it
+}
+
+// passthrough is a mount's passthrough state.
+type passthrough struct {
+	srv *fuse.Server // set once mounted, before any request is served
+	on  atomic.Bool  // the kernel takes our backing files
+	why string       // why it is off (set before the mount serves requests)
+	m   *metrics.FUSE
+
+	mu      sync.Mutex                // guards pending
+	pending map[<-chan struct{}]int32 // backing id of an Open being answered, by its request's cancel channel
+}
+
+// requestKey returns what identifies the FUSE request ctx belongs to: its
+// cancel channel, one per request in flight.
+func requestKey(ctx context.Context) <-chan struct{} {
+	if fc, ok := ctx.(*fuse.Context); ok {
+		return fc.Cancel
+	}
+	return nil
+}
+
+// note records the backing id the Open of request ctx answers with.
+func (p *passthrough) note(ctx context.Context, id int32) {
+	k := requestKey(ctx)
+	if k == nil {
+		return
+	}
+	p.mu.Lock()
+	p.pending[k] = id
+	p.mu.Unlock()
+}
+
+// take returns (and forgets) the backing id noted for the request.
+func (p *passthrough) take(k <-chan struct{}) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := p.pending[k]
+	delete(p.pending, k)
+	return id
+}
+
+// register hands the kernel f as a backing file.
+func (p *passthrough) register(f *os.File) (int32, error) {
+	id, errno := p.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+	if errno != 0 {
+		return 0, errno
+	}
+	return id, nil
+}
+
+func (p *passthrough) unregister(id int32) { p.srv.UnregisterBackingFd(id) }
+
+// probe checks that the kernel takes a backing file from dir (the cache
+// directory): it fails without passthrough in the kernel (EPERM, ENOTTY),
+// without CAP_SYS_ADMIN in the initial user namespace (EPERM), or on a
+// file system stacked too deep (ELOOP: overlayfs over overlayfs).
+func (p *passthrough) probe(dir string) error {
+	f, err := os.CreateTemp(dir, ".passthrough-probe-*")
+	if err != nil {
+		return fmt.Errorf("a test file in %s: %w", dir, err)
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	id, err := p.register(f)
+	if err != nil {
+		why := ""
+		switch {
+		case errors.Is(err, syscall.EPERM):
+			why = " (no FUSE passthrough in this kernel, or no CAP_SYS_ADMIN)"
+		case errors.Is(err, syscall.ELOOP):
+			why = " (the cache dir's file system is stacked too deep, e.g. overlayfs on overlayfs)"
+		case errors.Is(err, syscall.ENOTTY), errors.Is(err, syscall.EINVAL):
+			why = " (a kernel older than 6.9)"
+		}
+		return fmt.Errorf("the kernel refused a backing file in %s: %w%s", dir, err, why)
+	}
+	p.unregister(id)
+	return nil
+}
+
+// rawFS is go-fuse's node file system with the backing id of passthrough
+// opens filled in (the fs package gives a node's Open no way to set it).
+type rawFS struct {
+	fuse.RawFileSystem
+	pt *passthrough
+}
+
+func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	st := r.RawFileSystem.Open(cancel, in, out)
+	if id := r.pt.take(cancel); id != 0 && st == fuse.OK {
+		out.BackingID = id
+	}
+	return st
+}
+
+// attach decides how the kernel serves the new handle fh of n (see the
+// package comment above), registers n's backing file when it is the first
+// passthrough open, and returns the open flags. The caller passes the
+// open's context (for the backing id) and the flags it would use without
+// passthrough.
+func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
+	pt := n.pt
+	var bf *os.File
+	var key string
+	if pt != nil && pt.on.Load() && n.mayPassthrough() {
+		var ok bool
+		if bf, key, ok = fh.h.Backing(); !ok {
+			bf = nil
+		} else {
+			defer bf.Close() // the kernel keeps its own reference
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.open == nil {
+		n.open = map[*handle]struct{}{}
+	}
+	n.open[fh] = struct{}{}
+	if bf != nil && n.cached == 0 && n.bk == nil {
+		if id, err := pt.register(bf); err == nil {
+			n.bk = &backing{id: id, key: key}
+		}
+	}
+	switch {
+	case n.bk != nil && bf != nil && n.bk.key == key:
+		fh.mode = modePassthrough
+		flags = flags&^fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_PASSTHROUGH
+	case n.bk != nil:
+		fh.mode = modeDirect
+		flags = flags&^fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_PASSTHROUGH | fuse.FOPEN_DIRECT_IO
+	default:
+		fh.mode = modeCached
+		n.cached++
+		n.m.Opened(modeNames[fh.mode])
+		return flags
+	}
+	n.bk.refs++
+	pt.note(ctx, n.bk.id)
+	n.m.Opened(modeNames[fh.mode])
+	return flags
+}
+
+// hasBacking reports whether n has a backing file now.
+func (n *node) hasBacking() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bk != nil
+}
+
+// split gives n's name a new node, for a writer that must not open n
+// (see above); the kernel's retry of the open looks the name up again and
+// finds it. A node split before (no longer named) is left as it is.
+func (n *node) split(ctx context.Context) {
+	name, parent := n.Parent()
+	if parent == nil {
+		return
+	}
+	ch := &node{v: n.v, m: n.m, pt: n.pt}
+	parent.AddChild(name, parent.NewInode(ctx, ch, fs.StableAttr{Mode: syscall.S_IFREG}), true)
+}
+
+// mayPassthrough reports whether a passthrough open of n could be taken
+// now (no cached opens), so that attach looks for a backing file.
+func (n *node) mayPassthrough() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cached == 0
+}
+
+// detach forgets the released handle fh of n; the last open using n's
+// backing file unregisters it (the kernel has let go of it by then: it
+// ends an open's passthrough before it sends the release).
+func (n *node) detach(fh *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.open, fh)
+	switch fh.mode {
+	case modeCached:
+		n.cached--
+	default:
+		if n.bk == nil {
+			return
+		}
+		if n.bk.refs--; n.bk.refs == 0 {
+			n.pt.unregister(n.bk.id)
+			n.bk = nil
+		}
+	}
+}
+
+// newRawFS builds the raw file system for root with passthrough state pt.
+func newRawFS(root fs.InodeEmbedder, opts *fs.Options, pt *passthrough) fuse.RawFileSystem {
+	return &rawFS{RawFileSystem: fs.NewNodeFS(root, opts), pt: pt}
+}

@@ -181,6 +181,10 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return sizeFlag(func(c *config.Config) *int64 { return &c.MemoryLimit })
 		}),
+	def("passthrough", "auto, on or off: serve reads of wholly cached files with FUSE passthrough (Linux 6.9+, CAP_SYS_ADMIN): the kernel reads the cache file without ferry; auto falls back when unavailable, on fails instead", []string{"FERRY_PASSTHROUGH"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.Passthrough })
+		}),
 	def("log-level", "debug, info, warn or error", []string{"FERRY_LOG_LEVEL", "FUSION_LOG_LEVEL"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.LogLevel })

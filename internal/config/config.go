@@ -32,6 +32,9 @@ type Config struct {
 	// MemoryLimit is the soft limit of the Go runtime's memory
 	// (runtime/debug.SetMemoryLimit); 0 = none (GOMEMLIMIT wins when set).
 	MemoryLimit int64
+	// Passthrough is auto, on or off: whether opens of wholly cached files
+	// hand the kernel the cache file (FUSE passthrough, Linux 6.9+).
+	Passthrough string
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -57,6 +60,7 @@ func Defaults() Config {
 		PartSize:        16 << 20,
 		FillRandomUpTo:  8 << 30,
 		MemoryLimit:     96 << 20,
+		Passthrough:     "auto",
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 	}
@@ -73,6 +77,11 @@ func (c Config) Validate() error {
 	}
 	if c.CacheSize < 0 || c.FillRandomUpTo < 0 || c.MemoryLimit < 0 {
 		errs = append(errs, errors.New("cache size, fill-random-up-to and memory limit must not be negative"))
+	}
+	switch c.Passthrough {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("passthrough %q: want auto, on or off", c.Passthrough))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("request timeout must be positive"))

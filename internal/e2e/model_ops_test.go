@@ -132,6 +132,7 @@ type slot struct {
 	fd    [2]int
 	flags int
 	path  string
+	snap  []byte // the reference file's bytes at open (model.snapshots, read-only slots)
 }
 
 // gen draws the next operation. existing lists the reference's names

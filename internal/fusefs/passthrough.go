@@ -216,6 +216,9 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 	n.bk.refs++
 	pt.note(ctx, n.bk.id)
 	n.m.Opened(modeNames[fh.mode])
+	if fh.mode == modePassthrough {
+		fh.h.NotePassthrough()
+	}
 	return flags
 }
 

@@ -26,6 +26,7 @@ type CacheSnapshot struct {
 	ReadaheadWindow  int64 // sum of the open readers' readahead windows
 	MemoryInUse      int64 // bytes of fetch buffers allocated
 	OpenReaders      int64 // readers open now
+	PassthroughBytes int64 // sizes of the cache files opens were served from by the kernel (passthrough)
 }
 
 // NewCache registers the block-cache collectors on reg; snap is called
@@ -70,6 +71,8 @@ func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
 				f(func(s S) int64 { return s.EvictedBytes })),
 			counterField("ferry_cache_checksum_failures_total", "Blocks dropped because their checksum failed.",
 				f(func(s S) int64 { return s.Corruptions })),
+			counterField("ferry_cache_passthrough_bytes_total", "Sizes of the cache files handed to the kernel for passthrough opens (their reads never reach ferry; this is the most they can have read).",
+				f(func(s S) int64 { return s.PassthroughBytes })),
 			gaugeField("ferry_cache_stored_objects", "Objects (versions) with cached bytes on disk.",
 				f(func(s S) int64 { return s.Objects })),
 			gaugeField("ferry_cache_cached_bytes", "On-disk bytes of cached blocks.",

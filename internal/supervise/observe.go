@@ -140,6 +140,8 @@ func (o *observer) fillSummary(s *Summary, blocks *block.Cache, wb *writeback.Ma
 		cs := blocks.Stats()
 		s.BytesReadCache = cs.BytesFromCache
 		s.BytesReadNetwork = cs.BytesFromNetwork
+		s.PassthroughFiles = cs.PassthroughOpens
+		s.BytesPassthrough = cs.PassthroughBytes
 	}
 	if wb != nil {
 		ws := wb.Stats()
@@ -163,6 +165,7 @@ func cacheSnapshot(c *block.Cache) func() metrics.CacheSnapshot {
 			Evictions: s.Evictions, EvictedBytes: s.EvictedBytes, Corruptions: s.Corruptions,
 			Objects: s.Objects, BytesCached: s.BytesCached, MaxBytes: s.MaxBytes, FreeBytes: s.FreeBytes,
 			ReadaheadWindow: s.ReadaheadWindow, MemoryInUse: s.MemoryInUse, OpenReaders: s.OpenReaders,
+			PassthroughBytes: s.PassthroughBytes,
 		}
 	}
 }

@@ -144,11 +144,19 @@ func (s *stack) mount() error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("/dev/fuse is not available (run the container with --device /dev/fuse --cap-add SYS_ADMIN): %w", err)
 	}
-	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{Metrics: metrics.NewFUSE(s.reg), AllowOther: s.cfg.AllowOther})
+	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{
+		Metrics: metrics.NewFUSE(s.reg), AllowOther: s.cfg.AllowOther,
+		Passthrough: s.cfg.Passthrough, BackingDir: s.blocks.Config().Dir,
+	})
 	if err != nil {
 		return err
 	}
 	s.srv = srv
+	if on, why := srv.Passthrough(); on {
+		s.log.Info("FUSE passthrough on: the kernel reads wholly cached files from the cache without ferry")
+	} else {
+		s.log.Info("FUSE passthrough off: reads go through ferry", "reason", why)
+	}
 	return srv.WaitMount()
 }
 

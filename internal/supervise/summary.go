@@ -37,6 +37,11 @@ type Summary struct {
 	// first. Their sum is what the task read through the cache.
 	BytesReadCache   int64 `json:"bytes_read_cache"`
 	BytesReadNetwork int64 `json:"bytes_read_network"`
+	// PassthroughFiles counts opens served by the kernel from cache files
+	// (FUSE passthrough); their reads never reach ferry, so
+	// BytesPassthrough is the files' sizes, the most they can have read.
+	PassthroughFiles int64 `json:"passthrough_files"`
+	BytesPassthrough int64 `json:"bytes_passthrough"`
 	// BytesDownloaded are all payload bytes received from the object
 	// store (readahead beyond what was read included).
 	BytesDownloaded int64 `json:"bytes_downloaded"`

@@ -273,6 +273,17 @@ func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 	return f, rd.ID(), ok
 }
 
+// NotePassthrough records that the kernel serves h's reads from the file
+// Backing returned (see block.Reader.NotePassthrough).
+func (h *Handle) NotePassthrough() {
+	h.mu.Lock()
+	rd := h.rd
+	h.mu.Unlock()
+	if rd != nil {
+		rd.NotePassthrough()
+	}
+}
+
 // Write writes at off (the file must be open for writing).
 func (h *Handle) Write(p []byte, off int64) (int, error) {
 	if h.wf == nil {

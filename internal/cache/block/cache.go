@@ -185,6 +185,7 @@ type counters struct {
 	readers, collapses        atomic.Int64
 	direct, claimWaits        atomic.Int64
 	verifiedBytes             atomic.Int64
+	ptOpens, ptBytes          atomic.Int64
 }
 
 // Stats is a snapshot of the cache's counters. Cumulative counters start
@@ -213,6 +214,8 @@ type Stats struct {
 	Collapses        int64 // readahead windows dropped by a non-sequential read
 	ClaimWaits       int64 // blocks another process sharing Dir was fetching, waited for instead of fetched
 	VerifiedBytes    int64 // bytes of whole files checksummed in full before they backed a passthrough open
+	PassthroughOpens int64 // opens whose reads the kernel served from a cache file (Reader.NotePassthrough)
+	PassthroughBytes int64 // the sizes of their files: what the kernel may have read without ferry
 }
 
 // Stats returns a snapshot of the counters.
@@ -236,5 +239,6 @@ func (c *Cache) Stats() Stats {
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
 		ClaimWaits: c.st.claimWaits.Load(), VerifiedBytes: c.st.verifiedBytes.Load(),
+		PassthroughOpens: c.st.ptOpens.Load(), PassthroughBytes: c.st.ptBytes.Load(),
 	}
 }

@@ -396,6 +396,14 @@ func (r *Reader) Backing() (f *os.File, ok bool) {
 	return ro, true
 }
 
+// NotePassthrough counts an open whose reads the kernel serves from the
+// file Backing returned (reads ferry never sees, so they are counted as
+// the file's size: the most the kernel can read of it).
+func (r *Reader) NotePassthrough() {
+	r.c.st.ptOpens.Add(1)
+	r.c.st.ptBytes.Add(r.o.ref.Size)
+}
+
 // Close releases the Reader's file and drops its queued readahead. It
 // always returns nil; ReadAt after Close returns ErrClosed.
 func (r *Reader) Close() error {

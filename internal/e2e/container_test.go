@@ -49,8 +49,9 @@ func TestContainer(t *testing.T) {
 	runRepoScript(t, "image.sh", append(d.Env(), "FERRY_BIN="+ferryBin, "IMAGE=ferry", "VERSION=test")...)
 	d.Docker(t, bytes.NewReader(taskBaseTar(t, task)), "import", "-", "taskbase:test")
 
-	// run runs image with argv, checks the exit code, the output and the copy.
-	run := func(t *testing.T, image string, extra []string, code int, argv ...string) {
+	// run runs image with argv, checks the exit code, the output and the
+	// copy, and returns the output.
+	run := func(t *testing.T, image string, extra []string, code int, argv ...string) string {
 		t.Helper()
 		out := "out/" + t.Name()[len("TestContainer/"):] + ".bin"
 		args := append([]string{"run", "--rm", "--network", "host", "--device", "/dev/fuse", "--cap-add", "SYS_ADMIN",
@@ -83,10 +84,19 @@ func TestContainer(t *testing.T) {
 		if sha(got) != sha(input) {
 			t.Errorf("%s: %d bytes sha256 %s, want %d bytes %s", out, len(got), sha(got), len(input), sha(input))
 		}
+		return string(combined)
 	}
 
 	t.Run("image", func(t *testing.T) {
 		run(t, "ferry:test", []string{"-v", task + ":/task:ro"}, 3, "/usr/bin/fusion", "/task")
+	})
+	// The cache in the container's /tmp, on the container's overlayfs:
+	// the second open of the input is a passthrough one.
+	t.Run("passthrough", func(t *testing.T) {
+		out := run(t, "ferry:test", []string{"-v", task + ":/task:ro", "-e", "FERRY_PASSTHROUGH=on"}, 0, "/usr/bin/fusion", "/task", "-reads", "2")
+		if !strings.Contains(out, "FUSE passthrough on") || !strings.Contains(out, `"passthrough_files":1`) {
+			t.Errorf("no passthrough open with the cache on the container's overlayfs:\n%s", out)
+		}
 	})
 	t.Run("layer", func(t *testing.T) {
 		ctxDir := t.TempDir()

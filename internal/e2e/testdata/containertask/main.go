@@ -1,7 +1,7 @@
 // Command containertask is the task TestContainer runs in images that have
 // no shell: it copies the file -in to -out (both under /fusion), prints what
 // it did and the value of $TASK_MARK, and exits with -exit (2 when the copy
-// fails).
+// fails). With -reads N it reads -in N times, each through a new open.
 package main
 
 import (
@@ -16,11 +16,16 @@ func main() {
 	in := flag.String("in", "", "file to read")
 	out := flag.String("out", "", "file to write")
 	code := flag.Int("exit", 0, "exit code after a successful copy")
+	reads := flag.Int("reads", 1, "times to read -in (each a new open)")
 	flag.Parse()
-	data, err := os.ReadFile(*in)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "task:", err)
-		os.Exit(2)
+	var data []byte
+	for range *reads {
+		b, err := os.ReadFile(*in)
+		if err != nil || data != nil && string(b) != string(data) {
+			fmt.Fprintln(os.Stderr, "task: read", *in, err)
+			os.Exit(2)
+		}
+		data = b
 	}
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "task:", err)

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestPassthroughModes runs a task that reads one input twice (the second
+// open finds it whole in the cache) with each --passthrough setting, as
+// root and as root of a user namespace (a rootless container: it may
+// mount FUSE in its own mount namespace but has no CAP_SYS_ADMIN in the
+// initial one, so the kernel refuses backing files): auto falls back to
+// reads through ferry with one log line, on fails start-up with exit 1
+// and a clear message, off never passes through; the task's bytes are
+// right in every case.
+func TestPassthroughModes(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	in := randBytes(t, 3<<20+5)
+	e.put("pt/in.bin", in)
+	dir := t.TempDir()
+	tests := []struct {
+		name, mode string
+		userns     bool
+		code       int
+		log        string // in stderr
+		passed     bool   // the second open passed through
+	}{
+		{name: "root, auto", mode: "auto", log: "FUSE passthrough on", passed: true},
+		{name: "root, off", mode: "off", log: "turned off"},
+		{name: "user namespace, auto", mode: "auto", userns: true, log: "FUSE passthrough off"},
+		{name: "user namespace, on", mode: "on", userns: true, code: 1, log: "--passthrough on"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mnt := filepath.Join(dir, "mnt", string(rune('a'+i)))
+			cache := filepath.Join(dir, "cache", string(rune('a'+i)))
+			for _, d := range []string{mnt, cache} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := filepath.Join(mnt, "s3", e.bucket, "pt/in.bin")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, ferryBin, "run", "--mount-point", mnt, "--cache-dir", cache, "--passthrough", tt.mode,
+				"--", "sh", "-c", "sha256sum "+p+" && sha256sum "+p)
+			cmd.Env = append(append([]string{}, e.env...), "HOME="+dir)
+			var so, se bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &so, &se
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if tt.userns {
+				cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+				cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+				cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+			}
+			cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("ferry run timed out\n%s", se.String())
+			}
+			if got := cmd.ProcessState.ExitCode(); got != tt.code {
+				t.Fatalf("exit %d, want %d\nstderr:\n%s", got, tt.code, se.String())
+			}
+			if !strings.Contains(se.String(), tt.log) {
+				t.Errorf("stderr lacks %q:\n%s", tt.log, se.String())
+			}
+			if tt.code != 0 {
+				return
+			}
+			if n := strings.Count(so.String(), sha(in)); n != 2 {
+				t.Fatalf("%d right checksums of 2:\n%s\nstderr:\n%s", n, so.String(), se.String())
+			}
+			s := parseSummary(t, se.String())
+			if (s["passthrough_files"] >= 1) != tt.passed || tt.passed && s["bytes_passthrough"] < float64(len(in)) {
+				t.Errorf("summary: %v passthrough files (%v bytes), want passthrough %v", s["passthrough_files"], s["bytes_passthrough"], tt.passed)
+			}
+		})
+	}
+}

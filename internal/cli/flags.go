@@ -21,6 +21,9 @@ type flagDef struct {
 	// fromEnv applies an environment value; it returns an error for a bad one.
 	fromEnv func(c *config.Config, v string) error
 	secret  bool
+	// noOptDefVal is the value of the flag given without one ("" = a
+	// value is required).
+	noOptDefVal string
 }
 
 func strFlag(get func(*config.Config) *string) (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
@@ -201,7 +204,46 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return intFlag(func(c *config.Config) *int { return &c.MaxMountRetries })
 		}),
+	stageInputsFlag,
 }
+
+// stageInputsFlag is --stage-inputs[=auto|on|off].
+var stageInputsFlag = flagDef{
+	name:        "stage-inputs",
+	env:         []string{"FERRY_STAGE_INPUTS"},
+	usage:       "fetch the inputs a Nextflow task's .command.run stages into the cache in the background from the start: auto (on under Nextflow), on, off",
+	noOptDefVal: config.StageOn,
+	bind: func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+		fs.Var(&switchValue{p: &c.StageInputs}, name, usage)
+	},
+	fromEnv: func(c *config.Config, v string) error {
+		s, err := config.ParseSwitch(v)
+		if err != nil {
+			return err
+		}
+		c.StageInputs = s
+		return nil
+	},
+}
+
+// switchValue is an auto/on/off flag value.
+type switchValue struct{ p *string }
+
+func (s *switchValue) String() string {
+	if s.p == nil || *s.p == "" {
+		return config.StageAuto
+	}
+	return *s.p
+}
+func (s *switchValue) Set(v string) error {
+	n, err := config.ParseSwitch(v)
+	if err != nil {
+		return err
+	}
+	*s.p = n
+	return nil
+}
+func (s *switchValue) Type() string { return "auto|on|off" }
 
 // bindFlags registers every flag on fs, bound to c, with the environment
 // variables named in the usage text.
@@ -212,6 +254,9 @@ func bindFlags(fs *pflag.FlagSet, c *config.Config) {
 			usage += " (env " + strings.Join(d.env, ", ") + ")"
 		}
 		d.bind(fs, c, d.name, usage)
+		if d.noOptDefVal != "" {
+			fs.Lookup(d.name).NoOptDefVal = d.noOptDefVal
+		}
 	}
 }
 

@@ -42,6 +42,31 @@ type Config struct {
 	Debug       bool   // extra invariant checks
 
 	MaxMountRetries int // Nextflow: attempts to see .command.sh before exit 127
+	// StageInputs turns input staging on or off: StageAuto (on under
+	// Nextflow, i.e. FUSION_WORK set and the task a .command.run), StageOn
+	// (whenever the task is a .command.run) or StageOff.
+	StageInputs string
+}
+
+// Values of Config.StageInputs.
+const (
+	StageAuto = "auto"
+	StageOn   = "on"
+	StageOff  = "off"
+)
+
+// ParseSwitch maps auto/on/off and the usual booleans (true, false, 1, 0,
+// yes, no) to StageAuto, StageOn or StageOff.
+func ParseSwitch(s string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", StageAuto:
+		return StageAuto, nil
+	case StageOn, "true", "1", "yes":
+		return StageOn, nil
+	case StageOff, "false", "0", "no":
+		return StageOff, nil
+	}
+	return "", fmt.Errorf("%q is not one of auto, on, off", s)
 }
 
 // Defaults returns the zero-configuration defaults.
@@ -63,6 +88,7 @@ func Defaults() Config {
 		Passthrough:     "auto",
 		LogLevel:        "info",
 		MaxMountRetries: 10,
+		StageInputs:     StageAuto,
 	}
 }
 
@@ -97,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.PartSize < 5<<20 {
 		errs = append(errs, errors.New("part size must be at least 5MiB"))
+	}
+	if _, err := ParseSwitch(c.StageInputs); err != nil {
+		errs = append(errs, fmt.Errorf("stage inputs: %w", err))
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "warning", "error", "trace":

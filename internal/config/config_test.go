@@ -39,6 +39,7 @@ func TestValidate(t *testing.T) {
 		{name: "zero timeout", mod: func(c *Config) { c.RequestTimeout = 0 }},
 		{name: "bad level", mod: func(c *Config) { c.LogLevel = "loud" }},
 		{name: "tiny part", mod: func(c *Config) { c.PartSize = 1 }},
+		{name: "bad stage switch", mod: func(c *Config) { c.StageInputs = "sometimes" }},
 	}
 	for _, tt := range tests {
 		c := Defaults()
@@ -46,5 +47,17 @@ func TestValidate(t *testing.T) {
 		if c.Validate() == nil {
 			t.Errorf("%s: Validate accepted it", tt.name)
 		}
+	}
+}
+
+func TestParseSwitch(t *testing.T) {
+	for in, want := range map[string]string{"": StageAuto, "auto": StageAuto, "ON": StageOn, "true": StageOn, "1": StageOn,
+		"yes": StageOn, "off": StageOff, "False": StageOff, "0": StageOff, " no ": StageOff} {
+		if got, err := ParseSwitch(in); err != nil || got != want {
+			t.Errorf("ParseSwitch(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseSwitch("maybe"); err == nil {
+		t.Error("ParseSwitch accepted maybe")
 	}
 }

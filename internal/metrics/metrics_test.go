@@ -248,6 +248,7 @@ func TestNames(t *testing.T) {
 	b.AddWritten("Put", "mem", 1)
 	NewWriteback(reg, func() WritebackSnapshot { return WritebackSnapshot{} }, WritebackOptions{})
 	NewCache(reg, func() CacheSnapshot { return CacheSnapshot{} })
+	NewStage(reg, func() StageSnapshot { return StageSnapshot{} })
 	NewFUSE(reg).Observe("lookup", time.Millisecond, 0)
 	fams, err := reg.Gather()
 	if err != nil {

@@ -7,14 +7,15 @@
 //  1. open the write-back journal (finishing uploads an earlier, killed
 //     process left behind), the block cache and the stat cache;
 //  2. mount at the mount point (mount(2) directly as root, fusermount3
-//     otherwise) and wait until the mount answers;
+//     otherwise) and wait until the mount answers; for a Nextflow task,
+//     start staging its inputs in the background (stage.go);
 //  3. start the task in its own process group, with cwd and environment
 //     unchanged; the task's binary is looked up by this process before
 //     the fork, and the child does no chdir, so neither goes through a
 //     request this process must serve while blocked (go-fuse "Deadlocks");
 //  4. forward SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR2 to the task's
 //     process group;
-//  5. when the task exits: run the pre-drain hooks (Nextflow symlink
+//  5. when the task exits: stop the input staging, run the pre-drain hooks (Nextflow symlink
 //     compaction, server-side copies), stop new writes, Drain with the
 //     drain deadline, then the post-drain hooks (uploading .command.log
 //     and ferry's own logs). The ordering hook keeps .exitcode last: it

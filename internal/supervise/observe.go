@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
@@ -32,6 +33,9 @@ type observer struct {
 	cpu0     CPUTimes     // RUSAGE_CHILDREN before the task started
 	taskT0   time.Time    // when the task started
 	task     Summary      // TaskSeconds and CPU fields, set by taskEnded
+	// stage is the task's input staging (nil when off); /metrics reads it
+	// from other goroutines.
+	stage atomic.Pointer[staging]
 }
 
 // newObserver registers the backend collectors on reg.
@@ -60,6 +64,7 @@ func (o *observer) retryHook(provider string, next func(op string, attempt int, 
 // attach registers the block-cache and write-back collectors.
 func (o *observer) attach(blocks *block.Cache, wb *writeback.Manager) {
 	metrics.NewCache(o.reg, cacheSnapshot(blocks))
+	metrics.NewStage(o.reg, func() metrics.StageSnapshot { return o.stage.Load().snapshot() })
 	o.writeback = metrics.NewWriteback(o.reg, writebackSnapshot(wb), metrics.WritebackOptions{})
 }
 
@@ -151,6 +156,7 @@ func (o *observer) fillSummary(s *Summary, blocks *block.Cache, wb *writeback.Ma
 		s.Retries += ws.Retries
 	}
 	s.DrainSeconds = o.writeback.DrainDuration().Seconds()
+	s.Stage = o.stage.Load().summary()
 }
 
 // cacheSnapshot adapts block.Stats to metrics.CacheSnapshot.

@@ -68,11 +68,14 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 	}
 	st.obs.progress = opts.Progress
 	opts.Nextflow.attach(st)
+	stg := startStaging(ctx, st, argv, opts.Nextflow) // input staging, in the background
 	if code, ok := opts.Nextflow.prepare(ctx, argv); !ok {
+		stg.stop()
 		return finish(st, code) // 127: .command.sh never appeared
 	}
 	opts.Stdout, opts.Stderr = opts.Nextflow.taskOutput(opts.Stdout, opts.Stderr)
 	code := runTask(ctx, bin, argv, opts, log, st.obs)
+	stg.stop()
 	return finish(st, code)
 }
 

@@ -56,6 +56,8 @@ type Summary struct {
 	// failed for good (permission, throttled, other), not "not found".
 	Retries int64 `json:"retries"`
 	Errors  int64 `json:"errors"`
+	// Stage is the input staging of a Nextflow task (absent when off).
+	Stage *StageSummary `json:"stage,omitempty"`
 }
 
 // CPUTimes is user and system CPU time.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -87,6 +88,9 @@ type StageStats struct {
 	CachedBytes int64
 	// Done is true once every input was handled (or Stop was called).
 	Done bool
+	// Finished is when every input had been handled; zero when Stop came
+	// first.
+	Finished time.Time
 }
 
 // stageKey names an object version in a Stager.
@@ -227,6 +231,9 @@ func (s *Stager) run() {
 	}
 	s.mu.Lock()
 	s.st.Done = true
+	if s.ctx.Err() == nil {
+		s.st.Finished = time.Now()
+	}
 	s.mu.Unlock()
 }
 

@@ -210,7 +210,10 @@ func TestStageCachedCostsNothing(t *testing.T) {
 		t.Errorf("%d GETs for a cached input", n)
 	}
 	want := StageStats{Inputs: 1, Cached: 1, CachedBytes: 9<<20 + 1, Done: true}
-	if st != want {
+	if st.Finished.IsZero() {
+		t.Error("Finished not set")
+	}
+	if st.Finished = (time.Time{}); st != want {
 		t.Errorf("stats %+v, want %+v", st, want)
 	}
 }

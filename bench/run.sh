@@ -51,6 +51,7 @@ exec 2> >(tee "$OUT.log" >&2)
 . "$LIB/workloads.sh"
 . "$LIB/baselines.sh"
 . "$LIB/tasks.sh"
+. "$ROOT/bench/stage.sh"
 
 # cleanup: stop every process we started (newest first; ferry drains on SIGTERM),
 # unmount every mount point we made, remove the scratch dir. Runs on any exit.
@@ -117,6 +118,10 @@ for b in ${BENCH_BASELINES-copy local}; do
   [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
   log "== baseline $b took $((SECONDS - ct0)) s"
 done
+
+if [[ " ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}} " == *" ferry "* ]]; then
+  log "== ferry: staged-input tasks (bench/stage.sh)"; stage_workload
+fi
 
 python3 "$LIB/report.py" --csv "$CSV" --contenders "$OPTS" --out "$OUT" --mode "$BENCH_MODE" --sizes "$SIZES" \
   --env "MinIO $(minio --version 2>/dev/null | head -1 | awk '{print $3}') behind toxiproxy: +${LAT_MS} ms and ${RATE_KBPS} KB/s per connection (downstream); $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo); kernel $(uname -r); total run time $(((SECONDS - BENCH_T0) / 60)) min"

@@ -35,6 +35,10 @@ METRICS += [
     ("task_eff", "task workload: compute / wall", True),
     ("task_wall_shared", "task workload, one mount for all tasks: wall [s]", False),
     ("task_eff_shared", "task workload, one mount for all tasks: compute / wall", True),
+    ("stage_wall_off", "staged-input tasks, staging off: wall [s]", False),
+    ("stage_wall_on", "staged-input tasks, staging on: wall [s]", False),
+    ("stage_speedup", "staged-input tasks: wall off / wall on", True),
+    ("stage_wasted", "staged-input tasks: staged, never read [MiB]", False),
 ]
 for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small files"),
                    ("meta", "metadata"), ("task", "task workload")):

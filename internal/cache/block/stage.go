@@ -450,10 +450,13 @@ func unregister(c *Cache, s *Stager) {
 // hits and stops staging an object the task reads past the staged point.
 // It costs one atomic load when nothing is being staged.
 //
-// Wiring (the Reader's side): ReadAt calls it after each read with its
-// waited result; CachedFile calls it on success with waited false; an open
-// that hands the kernel a fully cached object (passthrough, whose reads
-// ferry never sees) calls it once for the whole object with waited false.
+// Wiring (the Reader's side): Reader.read calls it for each block's part
+// of a read, with that block's own waited flag (a read spanning a present
+// block and a missing one must not take the hit from the present one), and
+// with waited true for bytes read around the cache; CachedFile calls it on
+// success with waited false; an open that hands the kernel a fully cached
+// object (passthrough, whose reads ferry never sees) calls it once for the
+// whole object with waited false.
 func (c *Cache) stageRead(ref Ref, off, n int64, waited bool) {
 	if stagers.active.Load() == 0 || n <= 0 {
 		return

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
+	"github.com/ferry-fs/ferry/internal/testenv"
 )
 
 // stageRun is a Nextflow-shaped .command.run whose nxf_main waits for
@@ -174,6 +175,11 @@ func TestNextflowStaging(t *testing.T) {
 	}, "\n")
 	script := "#!/bin/bash -ue\nsha256sum 'sample 1 (a).bam' 'sample 1 (a).bam.bai' genome/chr1.fa genome/chr1.fa.fai copied.txt via_var.txt > result.txt\n"
 	k := newStageTask(e, stage, script, inputs)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.env = []string{fmt.Sprintf("FERRY_METRICS_ADDR=127.0.0.1:%d", port)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	k.start(ctx)
@@ -191,6 +197,18 @@ func TestNextflowStaging(t *testing.T) {
 				t.Fatalf("%s: %d of %d bytes cached before the task reads it\n%s", key, k.cached(c, key), len(data), tailStr(k.out.String(), 4000))
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// /metrics counts them as staged.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		m, err := scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, v := parseMetrics(m); v["ferry_stage_staged_bytes_total"] == float64(total) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("ferry_stage_staged_bytes_total = %v, want %d", v["ferry_stage_staged_bytes_total"], total)
 		}
 	}
 	if code := k.release(); code != 0 {

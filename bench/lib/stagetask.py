@@ -7,6 +7,7 @@ after reading it: SHA-256 over a 1 MiB buffer COMPUTE_X times per MiB read
 (a tool that loads an input, then computes on it). Then it writes OUT by
 copying SRC. With --compute-only it does the compute steps alone, for
 inputs of the given sizes in MiB (the reference for "all I/O free").
+Phase times go to stderr (the task's .command.err and ferry's log).
 
 usage: stagetask.py --compute-x N --inputs A B C --src SRC --out OUT
        stagetask.py --compute-x N --compute-only --mib 256 512 1024
@@ -38,7 +39,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inputs", nargs="*", default=[])
     ap.add_argument("--mib", nargs="*", type=int, default=[])
-    ap.add_argument("--compute-x", type=int, default=2)
+    ap.add_argument("--compute-x", type=int, default=3)
     ap.add_argument("--compute-only", action="store_true")
     ap.add_argument("--src")
     ap.add_argument("--out")
@@ -48,6 +49,7 @@ def main():
             compute(m, a.compute_x)
         return
     t = time.monotonic()
+    print("stagetask: started at %.3f" % time.time(), file=sys.stderr)
     for p in a.inputs:
         if os.path.exists(p + ".bai"):
             read_whole(p + ".bai")
@@ -63,6 +65,7 @@ def main():
             if not b:
                 break
             o.write(b)
+    print("stagetask: output written in %.2f s, done at %.3f" % (time.monotonic() - t, time.time()), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -349,3 +349,55 @@ func TestNextflowStagingFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestNextflowStagingArray: in a job array, ferry stages the inputs of the
+// array task its container runs (the index variable picks the child's
+// .command.run), not those of the other tasks.
+func TestNextflowStagingArray(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	inputs := map[string][]byte{"in/t0.bin": randBytes(t, 3<<20), "in/t1.bin": randBytes(t, 4<<20+1)}
+	k := newStageTask(e, "", "", inputs) // the array's own work dir stages nothing
+	var dirs, uris []string
+	for i := range 2 {
+		key := fmt.Sprintf("work/c%d/child%d", i, i)
+		wd := e.path(key)
+		dirs = append(dirs, wd)
+		uris = append(uris, fmt.Sprintf("%s://%s/%s", e.scheme, e.bucket, key))
+		e.put(key+"/.command.run", []byte(fmt.Sprintf(stageRun, wd,
+			fmt.Sprintf("    ln -s %s t%d.bin", e.path(fmt.Sprintf("in/t%d.bin", i)), i))))
+		e.put(key+"/.command.sh", []byte(fmt.Sprintf("#!/bin/bash -ue\nwc -c < t%d.bin > result.txt\n", i)))
+	}
+	header := "### name: 'ALIGN (array)'\n### array:\n###   index-name: AWS_BATCH_JOB_ARRAY_INDEX\n###   index-start: 0\n###   work-dirs:\n" +
+		"###   - " + uris[0] + "\n###   - " + uris[1] + "\n"
+	wd := e.path(k.work)
+	e.put(k.work+"/.command.run", []byte(strings.Replace(fmt.Sprintf(stageRun, wd, ""), "### name: 'ALIGN (sample 1)'\n", header, 1)))
+	e.put(k.work+"/.command.sh", []byte("#!/bin/bash -ue\narray=( "+strings.Join(dirs, " ")+" )\n"+
+		"export nxf_array_task_dir=${array[AWS_BATCH_JOB_ARRAY_INDEX]}\nbash $nxf_array_task_dir/.command.run 2>&1 > $nxf_array_task_dir/.command.log\n"))
+	k.env = []string{"AWS_BATCH_JOB_ARRAY_INDEX=1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k.start(ctx)
+	c, err := block.New(block.Config{Dir: filepath.Join(e.cache, "blocks"), MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(time.Minute); k.cached(c, "in/t1.bin") != 4<<20+1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the array task's input was not staged\n%s", tailStr(k.out.String(), 4000))
+		}
+	}
+	if code := k.release(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, tailStr(k.out.String(), 4000))
+	}
+	if got := strings.TrimSpace(string(e.mustGet("work/c1/child1/result.txt"))); got != "4194305" {
+		t.Errorf("child 1 result.txt = %q", got)
+	}
+	if sum := k.summary(); sum["inputs"] != 1 || sum["staged_bytes"] != 4<<20+1 {
+		t.Errorf("stage summary %v, want only t1.bin", sum)
+	}
+	if k.cached(c, "in/t0.bin") != 0 {
+		t.Error("the other array task's input was staged")
+	}
+}

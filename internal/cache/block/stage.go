@@ -454,9 +454,9 @@ func unregister(c *Cache, s *Stager) {
 // of a read, with that block's own waited flag (a read spanning a present
 // block and a missing one must not take the hit from the present one), and
 // with waited true for bytes read around the cache; CachedFile calls it on
-// success with waited false; an open that hands the kernel a fully cached
-// object (passthrough, whose reads ferry never sees) calls it once for the
-// whole object with waited false.
+// success with waited false; Reader.NotePassthrough (an open whose reads
+// the kernel serves from the data file, never seen by ferry) calls it once
+// for the whole object with waited false.
 func (c *Cache) stageRead(ref Ref, off, n int64, waited bool) {
 	if stagers.active.Load() == 0 || n <= 0 {
 		return

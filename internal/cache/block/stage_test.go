@@ -268,8 +268,10 @@ func TestStageBudget(t *testing.T) {
 	check("done")
 	e.readAll("c")
 	st := s.Stop()
-	if st.Staged != 3 || st.WastedBytes != 0 || st.HitBytes != st.StagedBytes || st.StagedBytes < 48*mib {
-		t.Errorf("stats %+v, want 3 staged, all read", st)
+	// b may have been staged whole, or stopped once the reads of b
+	// overtook it; a and c are staged whole either way.
+	if st.Staged+st.Stopped != 3 || st.Staged < 2 || st.WastedBytes != 0 || st.HitBytes != st.StagedBytes || st.StagedBytes < 48*mib {
+		t.Errorf("stats %+v, want a and c staged, b staged or stopped, all read", st)
 	}
 }
 

@@ -47,6 +47,10 @@ type Cache struct {
 	// noClaims: the file system refused an OFD lock; fetches go unclaimed
 	// (see claim.go).
 	noClaims atomic.Bool
+	// stagers are the running input Stagers (stage.go), copied on write
+	// under stagersMu, loaded without a lock by every read.
+	stagers   atomic.Pointer[[]*Stager]
+	stagersMu sync.Mutex
 
 	// mu guards every field below, the refs, idleEl and gone fields of
 	// every objFile, and the mutable fields of every job and flight. Never

@@ -12,13 +12,15 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
-// prio orders queued fetches: a read waiting now before readahead, and
-// readahead before background fills.
+// prio orders queued fetches: a read waiting now before readahead,
+// readahead before input staging (stage.go), staging before background
+// fills.
 type prio int
 
 const (
 	prioDemand prio = iota
 	prioReadahead
+	prioStage
 	prioFill
 	nPrio
 )
@@ -185,19 +187,22 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 	return fl, false, nil
 }
 
-// dropQueued drops the queued (not started) readahead fetches of r.
+// dropQueued drops the queued (not started) fetches r queued ahead of
+// its reads: its readahead, or the staging or fill it ran.
 func (c *Cache) dropQueued(r *Reader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	q := &c.queue[prioReadahead]
-	for e := q.Front(); e != nil; {
-		next := e.Next()
-		if j := e.Value.(*job); j.owner == r {
-			q.Remove(e)
-			j.el = nil
-			c.failLocked(j, j.first, errDropped)
+	for p := prioReadahead; p < nPrio; p++ {
+		q := &c.queue[p]
+		for e := q.Front(); e != nil; {
+			next := e.Next()
+			if j := e.Value.(*job); j.owner == r {
+				q.Remove(e)
+				j.el = nil
+				c.failLocked(j, j.first, errDropped)
+			}
+			e = next
 		}
-		e = next
 	}
 }
 

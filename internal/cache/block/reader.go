@@ -97,6 +97,7 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		if errors.Is(err, errCacheIO) {
 			// The cache cannot take the block (disk full?): read around it.
 			if err = r.direct(ctx, p[done:done+m], pos); err == nil {
+				r.c.stageRead(o.ref, pos, int64(m), true)
 				waited = true
 				done += m
 				continue
@@ -123,6 +124,7 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		} else {
 			r.c.st.bytesCache.Add(int64(m))
 		}
+		r.c.stageRead(o.ref, pos, int64(m), w)
 		waited = waited || w
 		done += m
 	}
@@ -363,6 +365,7 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	of.touch()
 	r.c.st.hits.Add(1)
 	r.c.st.bytesCache.Add(n)
+	r.c.stageRead(o.ref, off, n, false)
 	return of.data, off, true
 }
 
@@ -402,6 +405,7 @@ func (r *Reader) Backing() (f *os.File, ok bool) {
 func (r *Reader) NotePassthrough() {
 	r.c.st.ptOpens.Add(1)
 	r.c.st.ptBytes.Add(r.o.ref.Size)
+	r.c.stageRead(r.o.ref, 0, r.o.ref.Size, false)
 }
 
 // Close releases the Reader's file and drops its queued readahead. It

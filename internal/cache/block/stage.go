@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -31,10 +30,6 @@ import (
 //
 // Reads reach a Stager through Cache.stageRead, which the Reader calls
 // (see its doc comment).
-
-// prioStage is the fetch priority of staging. Demand reads and readahead
-// go first; the order among background fetches is FIFO.
-const prioStage = prioFill
 
 const (
 	// stageParts bounds the GETs of PartSize one input keeps queued ahead
@@ -191,7 +186,7 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 		s.order = append(s.order, f)
 	}
 	s.st.Inputs = len(s.order)
-	register(c, s)
+	c.register(s)
 	go s.run() // owner: s; Stop waits for it
 	return s
 }
@@ -398,7 +393,7 @@ func (s *Stager) Stop() StageStats {
 	s.mu.Unlock()
 	s.cancel()
 	<-s.done
-	unregister(s.c, s)
+	s.c.unregister(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.Done = true
@@ -406,42 +401,37 @@ func (s *Stager) Stop() StageStats {
 	return s.st
 }
 
-// The Stagers of each Cache, for stageRead. A slice is never changed in
-// place (copy on write), so a reader may use it after the lock.
-var stagers struct {
-	active atomic.Int32 // registered Stagers, all caches
-	mu     sync.RWMutex
-	m      map[*Cache][]*Stager
-}
-
-func register(c *Cache, s *Stager) {
-	stagers.mu.Lock()
-	defer stagers.mu.Unlock()
-	if stagers.m == nil {
-		stagers.m = map[*Cache][]*Stager{}
+// register adds s to c's Stagers (copy on write: stageRead loads the
+// slice without a lock).
+func (c *Cache) register(s *Stager) {
+	c.stagersMu.Lock()
+	defer c.stagersMu.Unlock()
+	var ss []*Stager
+	if p := c.stagers.Load(); p != nil {
+		ss = append(ss, *p...)
 	}
-	stagers.m[c] = append(append([]*Stager(nil), stagers.m[c]...), s)
-	stagers.active.Add(1)
+	ss = append(ss, s)
+	c.stagers.Store(&ss)
 }
 
-func unregister(c *Cache, s *Stager) {
-	stagers.mu.Lock()
-	defer stagers.mu.Unlock()
-	old := stagers.m[c]
+// unregister removes s from c's Stagers.
+func (c *Cache) unregister(s *Stager) {
+	c.stagersMu.Lock()
+	defer c.stagersMu.Unlock()
+	p := c.stagers.Load()
+	if p == nil {
+		return
+	}
 	var kept []*Stager
-	for _, x := range old {
+	for _, x := range *p {
 		if x != s {
 			kept = append(kept, x)
 		}
 	}
-	if len(kept) == len(old) {
-		return
-	}
-	stagers.active.Add(-1)
 	if len(kept) == 0 {
-		delete(stagers.m, c)
+		c.stagers.Store(nil)
 	} else {
-		stagers.m[c] = kept
+		c.stagers.Store(&kept)
 	}
 }
 
@@ -458,17 +448,12 @@ func unregister(c *Cache, s *Stager) {
 // the kernel serves from the data file, never seen by ferry) calls it once
 // for the whole object with waited false.
 func (c *Cache) stageRead(ref Ref, off, n int64, waited bool) {
-	if stagers.active.Load() == 0 || n <= 0 {
-		return
-	}
-	stagers.mu.RLock()
-	ss := stagers.m[c]
-	stagers.mu.RUnlock()
-	if len(ss) == 0 {
+	p := c.stagers.Load()
+	if p == nil || n <= 0 {
 		return
 	}
 	k := keyOf(ref)
-	for _, s := range ss {
+	for _, s := range *p {
 		s.noteRead(k, off, n, waited)
 	}
 }

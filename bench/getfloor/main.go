@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sync/errgroup"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "getfloor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) != 5 {
+		return fmt.Errorf("usage: getfloor ENDPOINT BUCKET KEY C PART")
+	}
+	ep, bucket, key := args[0], args[1], args[2]
+	conc, err1 := strconv.Atoi(args[3])
+	part, err2 := strconv.ParseInt(args[4], 10, 64)
+	if err1 != nil || err2 != nil || conc < 1 || part < 1 {
+		return fmt.Errorf("C and PART must be positive numbers")
+	}
+	cl := s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(ep), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
+		HTTPClient:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}},
+	})
+	ctx := context.Background()
+	head, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		return err
+	}
+	size := aws.ToInt64(head.ContentLength)
+	bufs := sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(conc)
+	for off := int64(0); off < size; off += part {
+		end := min(off+part, size) - 1
+		g.Go(func() error {
+			out, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, end))})
+			if err != nil {
+				return err
+			}
+			defer out.Body.Close()
+			bp := bufs.Get().(*[]byte)
+			defer bufs.Put(bp)
+			n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{out.Body}, *bp)
+			if err == nil && n != end-off+1 {
+				err = fmt.Errorf("range %d-%d: %d bytes", off, end, n)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	secs := time.Since(t0).Seconds()
+	cpu := (cpuTime() - cpu0).Seconds()
+	fmt.Printf("%.1f MiB/s %.3f CPU s %.3f CPU s/GiB\n", float64(size)/secs/(1<<20), cpu, cpu/(float64(size)/(1<<30)))
+	return nil
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

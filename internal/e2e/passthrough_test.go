@@ -84,3 +84,73 @@ func TestPassthroughModes(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedCacheFile damages the cache file of a prefetched object
+// (flipped bytes, truncated, a block's bytes zeroed) and reads the object
+// through ferry run twice: the damage is found at open (the file no longer
+// matches its seal) or at the read, the bad bytes are fetched again, the
+// task reads the right bytes every time, and once repaired the file backs
+// a passthrough open.
+func TestDamagedCacheFile(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	data := randBytes(t, 3<<20+77)
+	e.put("dmg/obj", data)
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{name: "flipped bytes", damage: func(t *testing.T, p string) {
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, 1<<20+12345)
+		}},
+		{name: "truncated", damage: func(t *testing.T, p string) { os.Truncate(p, 2<<20+5) }},
+		{name: "block present but zero", damage: func(t *testing.T, p string) {
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			const punchHole, keepSize = 0x2, 0x1
+			if err := syscall.Fallocate(int(f.Fd()), punchHole|keepSize, 1<<20, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.RemoveAll(e.cache)
+			if r := e.ferry(time.Minute, "prefetch", "--mount-point", e.mnt, "--cache-dir", e.cache, e.path("dmg/obj")); r.code != 0 {
+				t.Fatalf("prefetch exited %d:\n%s", r.code, r.stderr)
+			}
+			var files []string
+			filepath.WalkDir(e.cache, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() && d.Name() == "data" {
+					files = append(files, p)
+				}
+				return nil
+			})
+			if len(files) != 1 {
+				t.Fatalf("cache data files: %v", files)
+			}
+			tt.damage(t, files[0])
+			for i := range 2 {
+				res := e.run("sha256sum "+e.path("dmg/obj"), "--passthrough", "on")
+				if res.code != 0 || !strings.Contains(res.stdout, sha(data)) {
+					t.Fatalf("read %d: exit %d\nstdout:\n%s\nstderr:\n%s", i+1, res.code, res.stdout, res.stderr)
+				}
+				s := parseSummary(t, res.stderr)
+				switch {
+				case i == 0 && s["bytes_read_network"] == 0:
+					t.Errorf("read 1: nothing fetched again: %v", s)
+				case i == 1 && s["passthrough_files"] != 1:
+					t.Errorf("read 2: the repaired file did not back a passthrough open: %v", s)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,10 @@
 // kernel sees one inode per file; a node that lost its name (unlink,
 // rename over it) is served through the handles open on it.
 //
+// The end of the session (an unmount from outside, an abort) closes
+// Server.Done; handles the kernel never released are released then (see
+// session.go).
+//
 // Mount options: allow_other only when Options.AllowOther is set.
 //
 // Kernel caching: entries and attributes are cached for a short time

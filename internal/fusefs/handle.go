@@ -15,10 +15,11 @@ import (
 
 // handle is one open file.
 type handle struct {
-	h    *vfs.Handle
-	m    *metrics.FUSE
-	n    *node    // the node it is open on
-	mode openMode // how the kernel serves it; set by node.attach
+	h     *vfs.Handle
+	m     *metrics.FUSE
+	n     *node    // the node it is open on
+	mode  openMode // how the kernel serves it; set by node.attach
+	write bool     // opened for writing
 }
 
 var (

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -49,9 +50,14 @@ const defaultReadAheadKB = 4096
 
 // Server is a mounted file system.
 type Server struct {
-	srv *fuse.Server
-	dir string
-	pt  *passthrough
+	srv   *fuse.Server
+	dir   string
+	pt    *passthrough
+	devID string   // the mount's device, "major:minor" ("" if unknown)
+	sess  *session // the handles open on the mount; the end of the session
+	// orphans is written by watch before it closes sess.closed and read
+	// only after that (Orphans).
+	orphans []Orphan
 }
 
 // Mount mounts v at dir. As root it calls mount(2) directly (no
@@ -72,7 +78,8 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("passthrough %q: want auto, on or off", opts.Passthrough)
 	}
 	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}}
-	root := &node{v: v, m: opts.Metrics, pt: pt}
+	sess := newSession()
+	root := &node{v: v, m: opts.Metrics, pt: pt, s: sess}
 	mo := fuse.MountOptions{
 		FsName:       "ferry",
 		Name:         "ferry",
@@ -138,7 +145,13 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	if opts.ReadAheadKB > 0 {
 		_ = setReadAhead(dir, opts.ReadAheadKB) // best effort: /sys may be read-only in a container
 	}
-	return &Server{srv: srv, dir: dir, pt: pt}, nil
+	s := &Server{srv: srv, dir: dir, pt: pt, sess: sess}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == nil {
+		s.devID = devID(uint64(st.Dev))
+	}
+	go s.watch()
+	return s, nil
 }
 
 // Passthrough reports whether opens of wholly cached files are served
@@ -159,19 +172,36 @@ func setReadAhead(dir string, kb int) error {
 	return os.WriteFile(bdiPath(uint64(st.Dev)), []byte(strconv.Itoa(kb)), 0)
 }
 
-// bdiPath is the read_ahead_kb file of the device dev (Linux's dev_t
-// encoding, as glibc's major() and minor() decode it).
+// bdiPath is the read_ahead_kb file of the device dev.
 func bdiPath(dev uint64) string {
-	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
-	minor := dev&0xff | (dev>>12)&0xffffff00
-	return fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", major, minor)
+	return "/sys/class/bdi/" + devID(dev) + "/read_ahead_kb"
 }
 
 // WaitMount blocks until the kernel answers requests on the mount.
 func (s *Server) WaitMount() error { return s.srv.WaitMount() }
 
-// Unmount unmounts; it fails with EBUSY while files are open.
-func (s *Server) Unmount() error { return s.srv.Unmount() }
+// Unmount unmounts; it fails with EBUSY while files are open. A mount
+// that is no longer attached at its mount point (unmounted from outside,
+// also lazily) is left alone, and so is whatever was mounted there since.
+// After the end of the session only a dead mount there (ENOTCONN: what
+// an abort leaves) is unmounted: the session's device number is free
+// then, and a new mount on the directory may have it.
+func (s *Server) Unmount() error {
+	select {
+	case <-s.Done():
+		// statfs always asks the file system (stat of the root may be
+		// answered from the kernel's attribute cache).
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(s.dir, &st); !errors.Is(err, syscall.ENOTCONN) {
+			return nil
+		}
+	default:
+		if !s.mountedHere() {
+			return nil
+		}
+	}
+	return s.srv.Unmount()
+}
 
-// Wait blocks until the file system is unmounted.
-func (s *Server) Wait() { s.srv.Wait() }
+// Wait blocks until the session has ended (see Done).
+func (s *Server) Wait() { <-s.Done() }

@@ -25,6 +25,7 @@ type node struct {
 	v  *vfs.FS
 	m  *metrics.FUSE
 	pt *passthrough // the mount's; nil without passthrough
+	s  *session     // the mount's session, shared by all its nodes
 
 	mu     sync.Mutex           // guards the fields below
 	open   map[*handle]struct{} // handles open on this node
@@ -99,7 +100,7 @@ func (n *node) obs(op string, start time.Time, errno *syscall.Errno) {
 // mkdir, symlink); go-fuse numbers its inode.
 func (n *node) newChild(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) (*fs.Inode, *node) {
 	fillAttr(a, &out.Attr)
-	ch := &node{v: n.v, m: n.m, pt: n.pt}
+	ch := &node{v: n.v, m: n.m, pt: n.pt, s: n.s}
 	return n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(a.Kind)}), ch
 }
 
@@ -246,7 +247,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFla
 	if h.KeepCache {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	fh := &handle{h: h, m: n.m, n: n}
+	fh := &handle{h: h, m: n.m, n: n, write: vfs.FlagsFrom(flags).Write}
 	return fh, n.attach(ctx, fh, fuseFlags), 0
 }
 
@@ -263,7 +264,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	a := vfs.Attr{Kind: vfs.KindFile, Mode: mode & 0o7777, Mtime: time.Now()}
 	ino, ch := n.newChild(ctx, a, out)
-	fh := &handle{h: h, m: n.m, n: ch}
+	fh := &handle{h: h, m: n.m, n: ch, write: true}
 	return ino, fh, ch.attach(ctx, fh, 0), 0
 }
 

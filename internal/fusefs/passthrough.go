@@ -195,6 +195,7 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 		n.open = map[*handle]struct{}{}
 	}
 	n.open[fh] = struct{}{}
+	n.s.add(fh)
 	if bf != nil && n.cached == 0 && n.bk == nil {
 		if id, err := pt.register(bf); err == nil {
 			n.bk = &backing{id: id, key: key}
@@ -237,7 +238,7 @@ func (n *node) split(ctx context.Context) {
 	if parent == nil {
 		return
 	}
-	ch := &node{v: n.v, m: n.m, pt: n.pt}
+	ch := &node{v: n.v, m: n.m, pt: n.pt, s: n.s}
 	parent.AddChild(name, parent.NewInode(ctx, ch, fs.StableAttr{Mode: syscall.S_IFREG}), true)
 }
 
@@ -256,6 +257,7 @@ func (n *node) detach(fh *handle) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.open, fh)
+	n.s.drop(fh)
 	switch fh.mode {
 	case modeCached:
 		n.cached--

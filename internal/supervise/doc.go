@@ -25,5 +25,14 @@
 //  7. exit with the task's code (128+signal if it was killed), 174 when any
 //     write could not be made durable, 1 on a start-up failure.
 //
+// The end of the mount from outside (umount, fusermount3 -u, umount -f;
+// umount -l once nothing on the mount is open any more) ends the FUSE
+// session: ferry mount then drains and exits as on SIGTERM; ferry run
+// sends the task's process group SIGTERM, as when it gets one, waits for
+// the task and goes on with step 5 (the exit code is the task's, or 174).
+// Files open for writing when the session ended are closed by fusefs in
+// their writers' place and uploaded as written. A mount unmounted from
+// outside is not unmounted again (something else may be mounted there).
+//
 // Exit codes are constants here; only cmd/ferry calls os.Exit.
 package supervise

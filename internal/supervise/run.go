@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 		return finish(st, code) // 127: .command.sh never appeared
 	}
 	opts.Stdout, opts.Stderr = opts.Nextflow.taskOutput(opts.Stdout, opts.Stderr)
-	code := runTask(ctx, bin, argv, opts, log, st.obs)
+	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended())
 	stg.stop()
 	return finish(st, code)
 }
@@ -102,8 +102,11 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 }
 
 // runTask starts the task in its own process group, forwards signals and
-// returns its exit code (128+signal when killed by one).
-func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer) int {
+// returns its exit code (128+signal when killed by one). When the mount
+// ends under the task (ended is closed: unmounted or aborted from
+// outside), the task's process group gets SIGTERM, as when ferry gets
+// one, and runTask waits for the task.
+func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}) int {
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin = os.Stdin
@@ -141,6 +144,10 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 		case <-ctx.Done():
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			ctx = context.Background()
+		case <-ended:
+			log.Error("the mount was unmounted from outside while the task was running; stopping the task (SIGTERM)")
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			ended = nil
 		case err := <-done:
 			obs.taskEnded(cmd.ProcessState)
 			// Background processes the task left in its group would keep
@@ -172,6 +179,7 @@ func finish(st *stack, code int) int {
 	log := st.log
 	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.DrainTimeout)
 	defer cancel()
+	st.noteEnded()
 	if st.hooks.BeforeDrain != nil {
 		if err := st.hooks.BeforeDrain(ctx, st.cfg.MountPoint); err != nil {
 			log.Error("before-drain hook failed", "err", err.Error())
@@ -208,7 +216,8 @@ func finish(st *stack, code int) int {
 }
 
 // Mount serves the mount in the foreground until ctx is cancelled (SIGTERM
-// or SIGINT), then drains and unmounts.
+// or SIGINT) or the mount is unmounted from outside, then drains and
+// unmounts.
 func Mount(ctx context.Context, cfg config.Config, opts Options) int {
 	st, err := start(ctx, cfg, opts.Logger, opts.Hooks)
 	if err != nil {
@@ -216,6 +225,9 @@ func Mount(ctx context.Context, cfg config.Config, opts Options) int {
 		return ExitStartFailure
 	}
 	st.obs.progress = opts.Progress
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-st.ended():
+	}
 	return finish(st, ExitOK)
 }

@@ -160,7 +160,8 @@ func (s *stack) mount() error {
 	return srv.WaitMount()
 }
 
-// unmount unmounts, lazily when something still holds the mount.
+// unmount unmounts, lazily when something still holds the mount. A mount
+// unmounted from outside is left alone (fusefs.Server.Unmount).
 func (s *stack) unmount() {
 	if s.srv == nil {
 		return
@@ -169,7 +170,34 @@ func (s *stack) unmount() {
 		s.log.Warn("unmount busy, detaching lazily", "mount_point", s.cfg.MountPoint, "err", err.Error())
 		lazyUnmount(s.cfg.MountPoint)
 	}
+	s.srv.Abandon() // no handle is released behind close's back
 	s.srv = nil
+}
+
+// ended returns a channel closed when the FUSE session ends: the mount
+// was unmounted (or aborted) from outside while ferry served it.
+func (s *stack) ended() <-chan struct{} { return s.srv.Done() }
+
+// noteEnded logs, once the session has ended before ferry's own unmount,
+// that it did and which files ferry closed in their writers' place.
+func (s *stack) noteEnded() {
+	select {
+	case <-s.srv.Done():
+	default:
+		return
+	}
+	s.log.Warn("the mount was unmounted from outside; draining what was staged, then exiting", "mount_point", s.cfg.MountPoint)
+	for _, o := range s.srv.Orphans() {
+		p := filepath.Join(s.cfg.MountPoint, o.Path)
+		if o.Path == "" {
+			p = "(a deleted file)"
+		}
+		if o.Err != nil {
+			s.log.Error("a file open for writing when the mount ended could not be staged", "path", p, "err", o.Err.Error())
+			continue
+		}
+		s.log.Warn("a file was open for writing when the mount ended: ferry closed it and uploads the bytes written until then (later writes failed with ENOTCONN)", "path", p)
+	}
 }
 
 // close releases everything (after drain and unmount).

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -257,35 +258,44 @@ func TestRetryRequestTimeout(t *testing.T) {
 			t.Errorf("read %q", got)
 		}
 	})
+	// In a synctest bubble: the reads' stalls and the request timeout run
+	// on the bubble's clock, so that a loaded machine, which may wake a
+	// 5 ms sleeper 20 ms late, cannot cut the body (it did under load).
 	t.Run("timeout does not cut a slow body", func(t *testing.T) {
-		f, _ := newFaulty(t, faulty.Config{Stall: func(op, key string) time.Duration {
-			if op == faulty.OpRead {
-				return 5 * time.Millisecond
-			}
-			return 0
-		}})
-		q := p
-		q.MaxAttempts = 1
-		r, err := objstore.WithRetry(f, q).NewReader(t.Context(), "k", 0, -1, objstore.ReadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		buf := make([]byte, 1)
-		var got []byte
-		for {
-			n, err := r.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				break
-			}
+		synctest.Test(t, func(t *testing.T) {
+			f, _ := newFaulty(t, faulty.Config{Stall: func(op, key string) time.Duration {
+				if op == faulty.OpRead {
+					return 5 * time.Millisecond
+				}
+				return 0
+			}})
+			q := p
+			q.MaxAttempts = 1
+			r, err := objstore.WithRetry(f, q).NewReader(t.Context(), "k", 0, -1, objstore.ReadOptions{})
 			if err != nil {
-				t.Fatalf("Read after %q: %v", got, err)
+				t.Fatal(err)
 			}
-		}
-		if string(got) != "0123456789" {
-			t.Errorf("read %q", got)
-		}
+			defer r.Close()
+			start := time.Now()
+			buf := make([]byte, 1)
+			var got []byte
+			for {
+				n, err := r.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("Read after %q: %v", got, err)
+				}
+			}
+			if string(got) != "0123456789" {
+				t.Errorf("read %q", got)
+			}
+			if d := time.Since(start); d <= p.RequestTimeout {
+				t.Errorf("the body took %v, not more than the request timeout %v: the test proves nothing", d, p.RequestTimeout)
+			}
+		})
 	})
 }
 

@@ -7,11 +7,13 @@
 # Writes bench/results/<date>-<mode>.{csv,md,png|svg,log}. Needs root (drop_caches, FUSE),
 # bin/ferry (make build) and the servers of `make setup`; bench/setup.sh adds s3fs, rclone
 # and matplotlib. Env: BENCH_CONTENDERS="ferry s3fs ..." to restrict the FUSE contenders,
-# BENCH_BASELINES="copy local" (or ""), BENCH_KEEP=1 to keep the scratch dir, BENCH_OUT=name
-# for the result files (default <date>-<mode>).
+# BENCH_BASELINES="copy local" (or ""), BENCH_WORKLOADS="read write small meta tasks" (a subset
+# to try the harness), BENCH_KEEP=1 to keep the scratch dir, BENCH_OUT=name for the result files
+# (default <date>-<mode>). Each contender and baseline gets a fresh toxiproxy process; its run is
+# marked INVALID in the report when the machine swapped or a server exited during it.
 set -euo pipefail
 BENCH_MODE=${1:-quick}
-case $BENCH_MODE in quick | full) ;; *) sed -n '2,11p' "$0"; exit 2 ;; esac
+case $BENCH_MODE in quick | full) ;; *) sed -n '2,13p' "$0"; exit 2 ;; esac
 export BENCH_MODE
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
@@ -19,6 +21,8 @@ TOOLS=${TOOLS:-$ROOT/.tools}
 export PATH=$TOOLS/bin:$PATH PYTHONPATH=$TOOLS/py${PYTHONPATH:+:$PYTHONPATH}
 unset AWS_CA_BUNDLE AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_S3_ENDPOINT
 FERRY=${FERRY:-$ROOT/bin/ferry}
+BENCH_WORKLOADS=${BENCH_WORKLOADS:-read write small meta tasks}
+want() { [[ " $BENCH_WORKLOADS " == *" $1 "* ]]; }
 
 # Sizes, scaled to a 2-core / 24 GiB machine (stated in the report header).
 # Caps (seconds) bound the slow clients (s3fs uploads each small file on close,
@@ -92,30 +96,36 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   fi
   printf '%s\t%s\t%s\n' "$c" "$(c_version "$c")" "$(c_cmd "$c" | tr '\n' ' ' | sed "s#$W#\$W#g; s#$ROOT/##g; s#127.0.0.1:$FERRY_METRICS_PORT#127.0.0.1:PORT#; s#$BENCH_S3#http://127.0.0.1:PROXY#")" >>"$OPTS"
   log "== $c"
+  run_begin "$c" || { record "$c" valid INVALID "" "MinIO or the proxy could not be started"; continue; }
   C_PID= TOT_PEAK=0 TOT_CPU=0 ct0=$SECONDS
-  read_workloads "$c" || log "$c: read workloads aborted (mount failed)"
-  write_workloads "$c" || log "$c: write workloads aborted (mount failed)"
-  small_workloads "$c" || log "$c: small-file workloads aborted (mount failed)"
-  meta_workloads "$c" || log "$c: metadata workloads aborted (mount failed)"
+  want read && { read_workloads "$c" || log "$c: read workloads aborted (mount failed)"; }
+  want write && { write_workloads "$c" || log "$c: write workloads aborted (mount failed)"; }
+  want small && { small_workloads "$c" || log "$c: small-file workloads aborted (mount failed)"; }
+  want meta && { meta_workloads "$c" || log "$c: metadata workloads aborted (mount failed)"; }
   c_umount "$c"
-  if [ "$c" = ferry ]; then tasks_ferry; else tasks_fuse "$c" || log "$c: tasks aborted (mount failed)"; fi
-  c_umount "$c"
+  if want tasks; then
+    if [ "$c" = ferry ]; then tasks_ferry; else tasks_fuse "$c" || log "$c: tasks aborted (mount failed)"; fi
+    c_umount "$c"
+  fi
   record "$c" rss_peak "$TOT_PEAK" MiB "peak over all workloads"
   record "$c" cpu_total "$TOT_CPU" s "user+sys over all workloads"
+  run_end "$c"
   rm -rf "${W:?}/cache/$c"
   env_clean "$c"
   log "== $c took $((SECONDS - ct0)) s"
 done
 for b in ${BENCH_BASELINES-copy local}; do
   log "== baseline $b"
+  run_begin "$b" || { record "$b" valid INVALID "" "MinIO or the proxy could not be started"; continue; }
   ct0=$SECONDS TOT_PEAK=0 TOT_CPU=0
   case $b in
     copy) printf 'copy\t%s\taws s3 cp via the proxy: parallel ranged GETs / multipart uploads, 16 concurrent requests of 16 MiB (AWS_CONFIG_FILE)\n' \
       "$(aws --version 2>&1 | cut -d' ' -f1)" >>"$OPTS"; bench_copy ;;
     local) printf 'local\tfio %s\tfio/dd/cp/ls/stat on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
   esac
-  "tasks_$b"
+  if want tasks; then "tasks_$b"; fi
   [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
+  run_end "$b"
   log "== baseline $b took $((SECONDS - ct0)) s"
 done
 

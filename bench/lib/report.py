@@ -108,7 +108,16 @@ def report(a):
     missing = [c[0] for c in conts if c[1] == "not installed"]
     if missing:
         md += ["Not installed (not on PATH, so not measured): %s." % ", ".join(missing), ""]
-    md.append("| workload | better | " + " | ".join(cols) + " | best peer | ferry / best peer | ferry / copy | ferry / local |")
+    invalid = {c: data[c]["valid"]["note"] for c in cols if data[c].get("valid", {}).get("value") == "INVALID"}
+    if invalid:
+        md += ["**INVALID runs: %s.** The machine swapped or a server exited or restarted while they "
+               "ran (see \"Validity of each run\"); their figures are kept for the record, are not results, "
+               "and are not used for the best peer or the ratios." % "; ".join(
+                   "%s (%s)" % (c, why) for c, why in invalid.items()), ""]
+    peers = [c for c in peers if c not in invalid]
+    head = {c: c + " (INVALID)" if c in invalid else c for c in cols}
+    chart_at = len(md)
+    md.append("| workload | better | " + " | ".join(head[c] for c in cols) + " | best peer | ferry / best peer | ferry / copy | ferry / local |")
     md.append("|---|---|" + "---|" * len(cols) + "---|---|---|---|")
     chart = []
     for mid, label, hib in METRICS:
@@ -123,23 +132,53 @@ def report(a):
             if best is None or (cells[best][1] and not lb) or (
                     lb == cells[best][1] and better(x, cells[best][0], hib)):
                 best = p
-        rf = ratio(cells["ferry"], cells[best], hib) if "ferry" in cells and best else "n/a"
-        rc = ratio(cells["ferry"], cells["copy"], hib) if "ferry" in cells and "copy" in cells else "n/a"
-        rl = ratio(cells["ferry"], cells["local"], hib) if "ferry" in cells and "local" in cells else "n/a"
+        def vs(other):
+            if "ferry" not in cells or not other or other not in cells:
+                return "n/a"
+            if "ferry" in invalid or other in invalid:
+                return "INVALID"
+            return ratio(cells["ferry"], cells[other], hib)
+        rf, rc, rl = vs(best), vs("copy"), vs("local")
         md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             label, "higher" if hib else "lower", " | ".join(cells[c][2] for c in cols),
             best or "n/a", rf, rc, rl))
-        chart.append((label, hib, {c: cells[c][0] for c in cols if cells[c][0] is not None},
-                      {c for c in cols if cells[c][1]}))
+        chart.append((label, hib, {head[c]: cells[c][0] for c in cols if cells[c][0] is not None},
+                      {head[c] for c in cols if cells[c][1]}))
+    md += validity(data, order)
     md += ["", "## Contenders and mount options", "", "| contender | version | command |", "|---|---|---|"]
     for c in conts:
         md.append("| %s | %s | `%s` |" % (c[0], c[1], c[2] if len(c) > 2 and c[2] else "-"))
     notes = [(c, m, r["note"]) for c in order for m, r in data[c].items() if r["note"]]
     md += ["", "## Notes per measurement", ""]
     md += ["- %s / %s: %s" % n for n in notes]
-    img = plot(chart, cols, a.out)
-    md[10 if missing else 8:10 if missing else 8] = ["![chart](%s)" % img.split("/")[-1], ""]
+    img = plot(chart, [head[c] for c in cols], a.out)
+    md[chart_at:chart_at] = ["![chart](%s)" % img.split("/")[-1], ""]
     open(a.out + ".md", "w").write("\n".join(md) + "\n")
+
+
+VALIDITY = (("proxy_rss_peak", "proxy peak RSS [MiB]"), ("minio_rss_peak", "MinIO peak RSS [MiB]"),
+            ("swapin", "swapped in [pages]"), ("server_restarts", "server restarts"))
+
+
+def validity(data, order):
+    """The validity table: per run (contender or baseline), the fresh proxy's
+    and MinIO's peak RSS, the machine's swap-ins, server restarts, and whether
+    the run counts."""
+    runs = [c for c in order if "valid" in data[c]]
+    if not runs:
+        return []
+    md = ["", "## Validity of each run", "",
+          "Each contender and baseline ran with a fresh toxiproxy process. A run is INVALID when the "
+          "machine swapped in pages (pswpin of /proc/vmstat) or MinIO or the proxy exited, restarted "
+          "or was not ready during it.", "",
+          "| run | valid | " + " | ".join(lbl for _, lbl in VALIDITY) + " | why |",
+          "|---|---|" + "---|" * len(VALIDITY) + "---|"]
+    for c in runs:
+        d = data[c]
+        md.append("| %s | %s | %s | %s |" % (
+            c, "**INVALID**" if d["valid"]["value"] == "INVALID" else d["valid"]["value"],
+            " | ".join(d[m]["value"] if m in d else "-" for m, _ in VALIDITY), d["valid"]["note"] or "-"))
+    return md
 
 
 COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",

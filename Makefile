@@ -1,4 +1,4 @@
-# ferry: make build | test | demo | bench | bench-quick | soak | setup | lint | image | layer
+# ferry: make build | test | test-stress | demo | bench | bench-quick | soak | setup | lint | image | layer
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -13,7 +13,7 @@ TOOLS ?= $(CURDIR)/.tools
 export TOOLS
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: build test unit integration demo bench bench-quick soak setup lint clean image layer
+.PHONY: build test test-stress unit integration demo bench bench-quick soak setup lint clean image layer
 
 build: bin/ferry
 
@@ -32,6 +32,12 @@ lint:
 # Unit + integration tests (real MinIO, fake-gcs-server, Azurite, real FUSE mounts).
 test: setup lint build
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m ./...
+
+# `make test` N times in a row (default 10) on a fresh clone of HEAD while
+# two CPU burners run at normal priority; prints each run's duration and the
+# pass count (scripts/test-stress.sh; TOOLS is passed on).
+test-stress:
+	./scripts/test-stress.sh $(N)
 
 demo: setup build
 	./scripts/demo.sh

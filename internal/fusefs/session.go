@@ -67,8 +67,10 @@ func (s *session) take() ([]*handle, bool) {
 	return out, true
 }
 
-// Orphan is a file that was open for writing when the session ended and
-// that ferry closed in the writer's place.
+// Orphan is a file written through a handle that was still open (written
+// since its last close) when the session ended, which ferry closed in the
+// writer's place. A handle closed by its writer whose RELEASE was lost is
+// released silently.
 type Orphan struct {
 	Path string // mount-relative path ("" when the file had lost its name)
 	Err  error  // the staging error of the release, if any
@@ -84,7 +86,7 @@ func (s *Server) watch() {
 		p, _ := h.n.path()
 		h.n.detach(h)
 		err := h.h.Release()
-		if h.write {
+		if h.write && h.unflushed.Load() {
 			s.orphans = append(s.orphans, Orphan{Path: p, Err: err})
 		}
 	}
@@ -96,7 +98,7 @@ func (s *Server) watch() {
 // been released.
 func (s *Server) Done() <-chan struct{} { return s.sess.closed }
 
-// Orphans returns the files that were open for writing when the session
+// Orphans returns the files their writers had not closed when the session
 // ended, which ferry closed itself. Valid once Done is closed.
 func (s *Server) Orphans() []Orphan {
 	select {

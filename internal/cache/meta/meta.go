@@ -175,8 +175,15 @@ func (c *Cache) PutNegative(key string) {
 	c.stats.SetWithTTL(key, &Entry{Kind: KindNone, Expires: c.cfg.Now().Add(c.cfg.NegativeTTL)}, 1, c.cfg.NegativeTTL)
 }
 
-// Forget drops the stat entry of key.
-func (c *Cache) Forget(key string) { c.stats.Del(key) }
+// Forget drops the stat entry of key. An entry put before may still sit
+// in ristretto's buffer of sets, to be stored after Del's immediate part
+// (and deleted again only when Del's own buffered delete is applied); Wait
+// applies both, so that no earlier entry of key (a negative one from the
+// lookup before a create) shows after Forget returns.
+func (c *Cache) Forget(key string) {
+	c.stats.Del(key)
+	c.stats.Wait()
+}
 
 // List returns a fresh cached listing of dir.
 func (c *Cache) List(dir string) (*Listing, bool) {

@@ -240,6 +240,35 @@ func TestRemove(t *testing.T) {
 	assertStagingEmpty(t, m)
 }
 
+// TestRemoveAfterSync: a file removed once durable, while its upload
+// still holds the claim on its key (here: deleting the old name of a
+// rename), left no stray: its object is not reported as pending delete
+// (vfs materialization removes the link's dirty file right after Sync,
+// and a stat then answered ENOENT for the copy just written).
+func TestRemoveAfterSync(t *testing.T) {
+	e := newEnv(t)
+	g := e.gate(func(op, key string) bool { return op == faulty.OpDelete && key == "old" })
+	e.setFaults(faulty.Config{Stall: g.stall})
+	m := e.manager()
+	orig := pattern(2*testPart, 5)
+	e.putObject("old", orig)
+	f := openBase(t, e, m, "old")
+	f.WriteAt([]byte("tail"), int64(len(orig)))
+	vfsRename(t, e, m, "old", "new")
+	f.Release()
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delete of old", func() bool { return g.held.Load() == 1 })
+	m.Remove(tgt("new"))
+	if m.PendingDelete(tgt("new")) {
+		t.Error("new, durable before its removal, is reported as pending delete")
+	}
+	g.release()
+	drain(t, m)
+	e.wantObject("new", append(orig, "tail"...))
+}
+
 func TestRemoveOpenKeepsData(t *testing.T) {
 	e := newEnv(t)
 	m := e.manager()

@@ -54,7 +54,9 @@ func (m *Manager) pendingDeleteLocked(t Target) bool {
 
 // strayLocked reports whether an upload to t runs for a file that was
 // renamed away from t or removed: what it lands there is a stray, deleted
-// before the upload's claim on t ends. Caller holds m.mu.
+// before the upload's claim on t ends. An attempt whose object already
+// landed as the file's own (the file was removed after: Sync returns
+// before the claim ends) leaves no stray. Caller holds m.mu.
 func (m *Manager) strayLocked(t Target) bool {
 	u := m.uploading[t]
 	if u == nil {
@@ -62,7 +64,7 @@ func (m *Manager) strayLocked(t Target) bool {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.removed || u.target != t
+	return (u.removed || u.target != t) && !u.landed
 }
 
 // PendingDeletes returns the keys under prefix that PendingDelete hides,

@@ -71,6 +71,11 @@ type File struct {
 	// the tokens made.
 	landing, verify []landingRec
 	tokens          uint64
+	// landed: the running attempt's object landed as the file's own at
+	// its key (commit), so nothing of this attempt can be a stray there
+	// (see strayLocked), even if the file is removed before the attempt
+	// ends.
+	landed bool
 	// orphans: keys where a dead process may have left multipart uploads
 	// it never journaled (recovery; see orphanScan).
 	orphans []orphanScan

@@ -227,7 +227,7 @@ func (f *File) attempt(data bool, key Target, tk *ticket) (uint64, error) {
 	snap := f.snapshotLocked()
 	f.truncMin, f.written = snap.size, nil
 	if data {
-		f.landing = snap.tagLocked(f)
+		f.landing, f.landed = snap.tagLocked(f), false
 	}
 	f.mu.Unlock()
 	if data { // journal the tokens before anything can land
@@ -338,6 +338,7 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed 
 	moved := renamed || f.removed || !f.live || f.target != snap.target
 	if f.hasData && !moved && !durable {
 		f.rebaseLocked(snap, info) // landed without all its metadata
+		f.landed = true
 		f.mu.Unlock()
 		return true, false, ""
 	}
@@ -356,6 +357,7 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed 
 		f.rebaseLocked(snap, info)
 	}
 	f.lastErr, f.final = nil, false
+	f.landed = true
 	close(f.done)
 	f.done = make(chan struct{})
 	f.mu.Unlock()

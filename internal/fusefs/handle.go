@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,9 +20,6 @@ type handle struct {
 	n     *node    // the node it is open on
 	mode  openMode // how the kernel serves it; set by node.attach
 	write bool     // opened for writing
-	// unflushed: written since the last flush (close), so the writer had
-	// not closed it; see session.go.
-	unflushed atomic.Bool
 }
 
 var (
@@ -76,7 +72,6 @@ func spliceMax() int64 { return int64(splice.MaxPipeSize()) - 2*4096 }
 // Write stages data on local disk.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	defer h.obs("write", time.Now(), &errno)
-	h.unflushed.Store(true)
 	n, err := h.h.Write(data, off)
 	if err != nil {
 		return uint32(n), vfs.Errno(err)
@@ -88,11 +83,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 // data is staged already; the file is journaled as closed.
 func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
 	defer h.obs("flush", time.Now(), &errno)
-	err := h.h.Flush()
-	if err == nil {
-		h.unflushed.Store(false)
-	}
-	return vfs.Errno(err)
+	return vfs.Errno(h.h.Flush())
 }
 
 // Fsync makes the file durable in the bucket.

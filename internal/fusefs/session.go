@@ -2,11 +2,13 @@ package fusefs
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // The end of a FUSE session. The kernel ends the session when the mount
@@ -17,11 +19,19 @@ import (
 //
 // Handles the kernel never released: an abort drops the RELEASE (and
 // FLUSH) of every file still open, and the superblock's teardown after
-// a lazy unmount may drop the asynchronous RELEASE of the last close.
-// No request can reach ferry once the session has ended, so these
-// handles are released here: a file open for writing is then staged as
-// closed with the bytes the kernel acknowledged to the writer, and
-// uploaded (the writer saw ENOTCONN for anything later).
+// an unmount may drop the asynchronous RELEASE of the last close. No
+// request can reach ferry once the session has ended, so these handles
+// are released here: a file open for writing is then staged as closed
+// with the bytes the kernel acknowledged to the writer, and uploaded (the
+// writer saw ENOTCONN for anything later).
+//
+// Which of them were still open: the kernel ends a session by an unmount
+// only once nothing on the mount is open (umount fails with EBUSY
+// before, umount -l waits), so then none was. An abort (umount -f, the
+// connection's abort file) ends it with files open, and a busy mount
+// stays attached, dead (ENOTCONN): the write handles released then are
+// reported (Orphans). FLUSH cannot tell: a shell's "echo >&3" closes a
+// duplicate of the descriptor, so the file sees a flush per line.
 
 // session is what the nodes of one mount share: the handles the kernel
 // has not released.
@@ -67,10 +77,8 @@ func (s *session) take() ([]*handle, bool) {
 	return out, true
 }
 
-// Orphan is a file written through a handle that was still open (written
-// since its last close) when the session ended, which ferry closed in the
-// writer's place. A handle closed by its writer whose RELEASE was lost is
-// released silently.
+// Orphan is a file open for writing when the session was aborted, which
+// ferry closed in the writer's place, or one whose release failed.
 type Orphan struct {
 	Path string // mount-relative path ("" when the file had lost its name)
 	Err  error  // the staging error of the release, if any
@@ -81,12 +89,13 @@ type Orphan struct {
 // with the session (at the latest when the process exits).
 func (s *Server) watch() {
 	s.srv.Wait()
+	aborted := s.deadHere()
 	hs, _ := s.sess.take()
 	for _, h := range hs {
 		p, _ := h.n.path()
 		h.n.detach(h)
 		err := h.h.Release()
-		if h.write && h.unflushed.Load() {
+		if h.write && (aborted || err != nil) {
 			s.orphans = append(s.orphans, Orphan{Path: p, Err: err})
 		}
 	}
@@ -98,8 +107,9 @@ func (s *Server) watch() {
 // been released.
 func (s *Server) Done() <-chan struct{} { return s.sess.closed }
 
-// Orphans returns the files their writers had not closed when the session
-// ended, which ferry closed itself. Valid once Done is closed.
+// Orphans returns the files open for writing when the session was
+// aborted, which ferry closed itself (and those whose release failed).
+// Valid once Done is closed.
 func (s *Server) Orphans() []Orphan {
 	select {
 	case <-s.sess.closed:
@@ -117,6 +127,15 @@ func (s *Server) Abandon() {
 	if _, ok := s.sess.take(); !ok {
 		<-s.sess.closed
 	}
+}
+
+// deadHere reports whether a dead FUSE mount is attached at the mount
+// point (statfs fails with ENOTCONN): after the end of the session, this
+// session's mount, aborted while busy. statfs always asks the file system
+// (a stat of the root may be answered from the kernel's attribute cache).
+func (s *Server) deadHere() bool {
+	var st syscall.Statfs_t
+	return errors.Is(syscall.Statfs(s.dir, &st), syscall.ENOTCONN)
 }
 
 // mountedHere reports whether this live session's mount is still

@@ -38,7 +38,7 @@ import (
 type session struct {
 	mu     sync.Mutex           // guards open and ended
 	open   map[*handle]struct{} // handles not yet released
-	ended  bool                 // releaseAll or abandon ran: no more tracking
+	ended  bool                 // take ran (watch or Abandon): no more tracking
 	closed chan struct{}        // closed when the session ended (Server.Done)
 }
 
@@ -85,8 +85,9 @@ type Orphan struct {
 }
 
 // watch waits for the end of the session, releases the handles the
-// kernel did not, and closes s.done. Owner: Mount starts it; it ends
-// with the session (at the latest when the process exits).
+// kernel did not (unless Abandon came first), and closes sess.closed.
+// Owner: Mount starts it; it ends with the session (at the latest when
+// the process exits).
 func (s *Server) watch() {
 	s.srv.Wait()
 	aborted := s.deadHere()

@@ -186,7 +186,7 @@ func (s *stack) noteEnded() {
 	default:
 		return
 	}
-	s.log.Warn("the mount was unmounted from outside; draining what was staged, then exiting", "mount_point", s.cfg.MountPoint)
+	s.log.Warn("the mount was unmounted (or aborted) from outside; draining what was staged, then exiting", "mount_point", s.cfg.MountPoint)
 	for _, o := range s.srv.Orphans() {
 		p := filepath.Join(s.cfg.MountPoint, o.Path)
 		if o.Path == "" {

@@ -158,7 +158,7 @@ PY
 
 # cpu PID...: the summed user+sys CPU seconds of the processes.
 cpu() { local p t=0; for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; awk -v t=$t 'BEGIN{printf "%.2f", t/100}'; }
-TOXI_PID=$(pgrep -n toxiproxy-serv)
+# TOXI_PID: set by env_start (lib/env.sh proxy_start)
 
 perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
 perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }

@@ -120,6 +120,23 @@ func (s *Server) Orphans() []Orphan {
 	}
 }
 
+// Settle waits for the end of a session that is ending: when a dead
+// mount is attached at the mount point (an abort), the serve loops are
+// about to see it, and Settle returns once Done is closed (so that the
+// handles the kernel dropped are released and Orphans is known). It
+// returns at once for a live session (one STATFS request to it) and for
+// one that has ended.
+func (s *Server) Settle() {
+	select {
+	case <-s.Done():
+		return
+	default:
+	}
+	if s.deadHere() {
+		<-s.Done()
+	}
+}
+
 // Abandon stops the release of open handles at the end of the session,
 // or waits until that release is done: call it after Unmount and before
 // closing the vfs (a lazy unmount leaves the session alive while files

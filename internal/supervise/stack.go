@@ -181,6 +181,7 @@ func (s *stack) ended() <-chan struct{} { return s.srv.Done() }
 // noteEnded logs, once the session has ended before ferry's own unmount,
 // that it did and which files ferry closed in their writers' place.
 func (s *stack) noteEnded() {
+	s.srv.Settle() // a task that died of an abort may be seen before the end of the session
 	select {
 	case <-s.srv.Done():
 	default:

@@ -7,7 +7,7 @@
 # Writes bench/results/<date>-<mode>.{csv,md,png|svg,log}. Needs root (drop_caches, FUSE),
 # bin/ferry (make build) and the servers of `make setup`; bench/setup.sh adds s3fs, rclone
 # and matplotlib. Env: BENCH_CONTENDERS="ferry s3fs ..." to restrict the FUSE contenders,
-# BENCH_BASELINES="copy local" (or ""), BENCH_WORKLOADS="read write small meta tasks" (a subset
+# BENCH_BASELINES="copy local" (or ""), BENCH_WORKLOADS="read write small meta tasks stage" (a subset
 # to try the harness), BENCH_KEEP=1 to keep the scratch dir, BENCH_OUT=name for the result files
 # (default <date>-<mode>). Each contender and baseline gets a fresh toxiproxy process; its run is
 # marked INVALID in the report when the machine swapped or a server exited during it.
@@ -21,7 +21,7 @@ TOOLS=${TOOLS:-$ROOT/.tools}
 export PATH=$TOOLS/bin:$PATH PYTHONPATH=$TOOLS/py${PYTHONPATH:+:$PYTHONPATH}
 unset AWS_CA_BUNDLE AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_S3_ENDPOINT
 FERRY=${FERRY:-$ROOT/bin/ferry}
-BENCH_WORKLOADS=${BENCH_WORKLOADS:-read write small meta tasks}
+BENCH_WORKLOADS=${BENCH_WORKLOADS:-read write small meta tasks stage}
 want() { [[ " $BENCH_WORKLOADS " == *" $1 "* ]]; }
 
 # Sizes, scaled to a 2-core / 24 GiB machine (stated in the report header).
@@ -129,8 +129,14 @@ for b in ${BENCH_BASELINES-copy local}; do
   log "== baseline $b took $((SECONDS - ct0)) s"
 done
 
-if [[ " ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}} " == *" ferry "* ]]; then
-  log "== ferry: staged-input tasks (bench/stage.sh)"; stage_workload
+if want stage && [[ " ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}} " == *" ferry "* ]]; then
+  log "== ferry: staged-input tasks (bench/stage.sh)"
+  if run_begin ferry-stage; then
+    stage_workload
+    run_end ferry-stage
+  else
+    record ferry-stage valid INVALID "" "MinIO or the proxy could not be started"
+  fi
 fi
 
 python3 "$LIB/report.py" --csv "$CSV" --contenders "$OPTS" --out "$OUT" --mode "$BENCH_MODE" --sizes "$SIZES" \

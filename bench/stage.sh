@@ -178,6 +178,8 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   echo "contender,metric,value,unit,note" >"$CSV"
   log "staged-input workload, mode $BENCH_MODE, load $(cut -d' ' -f1-3 /proc/loadavg), scratch $W"
   env_start
+  run_begin ferry-stage
   stage_workload
+  run_end ferry-stage
   log "done: $CSV (load now $(cut -d' ' -f1-3 /proc/loadavg))"
 fi

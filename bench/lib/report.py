@@ -108,12 +108,13 @@ def report(a):
     missing = [c[0] for c in conts if c[1] == "not installed"]
     if missing:
         md += ["Not installed (not on PATH, so not measured): %s." % ", ".join(missing), ""]
-    invalid = {c: data[c]["valid"]["note"] for c in cols if data[c].get("valid", {}).get("value") == "INVALID"}
-    if invalid:
+    bad = {c: data[c]["valid"]["note"] for c in order if data[c].get("valid", {}).get("value") == "INVALID"}
+    if bad:
         md += ["**INVALID runs: %s.** The machine swapped or a server exited or restarted while they "
                "ran (see \"Validity of each run\"); their figures are kept for the record, are not results, "
                "and are not used for the best peer or the ratios." % "; ".join(
-                   "%s (%s)" % (c, why) for c, why in invalid.items()), ""]
+                   "%s (%s)" % (c, why) for c, why in bad.items()), ""]
+    invalid = {c: why for c, why in bad.items() if c in cols}
     peers = [c for c in peers if c not in invalid]
     head = {c: c + " (INVALID)" if c in invalid else c for c in cols}
     chart_at = len(md)
@@ -139,6 +140,8 @@ def report(a):
                 return "INVALID"
             return ratio(cells["ferry"], cells[other], hib)
         rf, rc, rl = vs(best), vs("copy"), vs("local")
+        if mid.startswith("stage_") and "ferry-stage" in bad:
+            label += " (INVALID run)"  # the staged-input tasks run on their own (run.sh)
         md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             label, "higher" if hib else "lower", " | ".join(cells[c][2] for c in cols),
             best or "n/a", rf, rc, rl))
@@ -168,7 +171,8 @@ def validity(data, order):
     if not runs:
         return []
     md = ["", "## Validity of each run", "",
-          "Each contender and baseline ran with a fresh toxiproxy process. A run is INVALID when the "
+          "Each contender and baseline, and the staged-input tasks (ferry-stage), ran with a fresh "
+          "toxiproxy process. A run is INVALID when the "
           "machine swapped in pages (pswpin of /proc/vmstat) or MinIO or the proxy exited, restarted "
           "or was not ready during it.", "",
           "| run | valid | " + " | ".join(lbl for _, lbl in VALIDITY) + " | why |",

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,6 +21,9 @@ type handle struct {
 	n     *node    // the node it is open on
 	mode  openMode // how the kernel serves it; set by node.attach
 	write bool     // opened for writing
+	// flushed: closed (a flush came) and not read or written since; its
+	// release follows (see node.closingLocked).
+	flushed atomic.Bool
 }
 
 var (
@@ -36,9 +40,17 @@ func (h *handle) obs(op string, start time.Time, errno *syscall.Errno) {
 	}
 }
 
+// used notes I/O on h: a descriptor of it is still open.
+func (h *handle) used() {
+	if h.flushed.Load() {
+		h.flushed.Store(false)
+	}
+}
+
 // Read serves a read.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
 	defer h.obs("read", time.Now(), &errno)
+	h.used()
 	// A range held whole by one cached block goes to the kernel as a file
 	// descriptor (spliced), without a copy through Go.
 	if f, fileOff, m, ok := h.h.CachedFile(off, len(dest)); ok {
@@ -72,6 +84,7 @@ func spliceMax() int64 { return int64(splice.MaxPipeSize()) - 2*4096 }
 // Write stages data on local disk.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	defer h.obs("write", time.Now(), &errno)
+	h.used()
 	n, err := h.h.Write(data, off)
 	if err != nil {
 		return uint32(n), vfs.Errno(err)
@@ -83,6 +96,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 // data is staged already; the file is journaled as closed.
 func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
 	defer h.obs("flush", time.Now(), &errno)
+	h.flushed.Store(true)
 	return vfs.Errno(h.h.Flush())
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -191,6 +192,9 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if bf != nil {
+		n.awaitReleasesLocked()
+	}
 	if n.open == nil {
 		n.open = map[*handle]struct{}{}
 	}
@@ -243,11 +247,42 @@ func (n *node) split(ctx context.Context) {
 }
 
 // mayPassthrough reports whether a passthrough open of n could be taken
-// now (no cached opens), so that attach looks for a backing file.
+// now or in a moment (no cached opens but closed ones whose release has
+// not come yet), so that attach looks for a backing file.
 func (n *node) mayPassthrough() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.cached == 0
+	return n.cached == 0 || n.closingLocked()
+}
+
+// closingLocked reports whether every cached open of n has been closed
+// (flushed, not used since): the kernel sends their release after close
+// returns, so an open that follows a close at once (a file read twice)
+// can find them still counted. n.mu must be held.
+func (n *node) closingLocked() bool {
+	for h := range n.open {
+		if h.mode == modeCached && !h.flushed.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseWait bounds how long an open that could pass through waits for
+// the release of n's closed cached opens (usually there within a
+// millisecond; later on a loaded machine).
+const releaseWait = 100 * time.Millisecond
+
+// awaitReleasesLocked waits (polling, n.mu released meanwhile) up to
+// releaseWait for the releases of n's closed cached opens. n.mu must be
+// held.
+func (n *node) awaitReleasesLocked() {
+	deadline := time.Now().Add(releaseWait)
+	for n.cached > 0 && n.closingLocked() && time.Now().Before(deadline) {
+		n.mu.Unlock()
+		time.Sleep(500 * time.Microsecond)
+		n.mu.Lock()
+	}
 }
 
 // detach forgets the released handle fh of n; the last open using n's

@@ -44,6 +44,9 @@ type Cache struct {
 	st      counters
 	// lastIOWarn is when a cache write failure was last logged (unix ns).
 	lastIOWarn atomic.Int64
+	// statfsFailing: the evictor's last statfs failed (logged once);
+	// used by the evictor's goroutine only.
+	statfsFailing bool
 	// noClaims: the file system refused an OFD lock; fetches go unclaimed
 	// (see claim.go).
 	noClaims atomic.Bool

@@ -160,9 +160,15 @@ func (c *Cache) closeUnlinked() {
 // it, and its bytes count until it is closed.
 func (c *Cache) evictOnce() {
 	free, _, err := diskSpace(c.cfg.Dir)
-	if err != nil {
-		c.log.Warn("block cache: statfs", "err", err)
-	} else {
+	switch {
+	case err != nil && !c.statfsFailing:
+		c.log.Warn("block cache: statfs of the cache dir fails (the free-space floor is not enforced until it works again)", "err", err)
+		c.statfsFailing = true
+	case err == nil:
+		if c.statfsFailing {
+			c.log.Info("block cache: statfs of the cache dir works again")
+			c.statfsFailing = false
+		}
 		c.st.free.Store(free)
 	}
 	c.mu.Lock()

@@ -7,7 +7,7 @@
 # Writes bench/results/<date>-<mode>.{csv,md,png|svg,log}. Needs root (drop_caches, FUSE),
 # bin/ferry (make build) and the servers of `make setup`; bench/setup.sh adds s3fs, rclone
 # and matplotlib. Env: BENCH_CONTENDERS="ferry s3fs ..." to restrict the FUSE contenders,
-# BENCH_BASELINES="copy local" (or ""), BENCH_WORKLOADS="read write small meta tasks stage" (a subset
+# BENCH_BASELINES="getfloor copy local" (or ""), BENCH_WORKLOADS="read write small meta tasks stage" (a subset
 # to try the harness), BENCH_KEEP=1 to keep the scratch dir, BENCH_OUT=name for the result files
 # (default <date>-<mode>). Each contender and baseline gets a fresh toxiproxy process; its run is
 # marked INVALID in the report when the machine swapped or a server exited during it.
@@ -31,13 +31,13 @@ BIG_MB=1024                      # the fio object (fits the page cache and every
 if [ "$BENCH_MODE" = quick ]; then
   SEQ_RUNS=1 JOBS="1" FIO_RT=6 PATTERNS="seq:1m rand:4k" WRITE_MB=256
   SMALL_N=1000 SMALL_CAP=60 LIST_CAP=60 TREE_N=10000 TREE_PER_DIR=1000 LSR_CAP=60 STAT_CAP=15
-  TASKS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300
+  TASKS=2 TASK_COUNTS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300
 else
   SEQ_RUNS=3 JOBS="1 8 32" FIO_RT=10 PATTERNS="seq:1m seq:4k rand:4k rand:1m" WRITE_MB=1024
   SMALL_N=10000 SMALL_CAP=240 LIST_CAP=120 TREE_N=100000 TREE_PER_DIR=1000 LSR_CAP=300 STAT_CAP=60
-  TASKS=4 TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
+  TASKS=4 TASK_COUNTS="4 8" TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
 fi
-SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASKS} tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each"
+SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each"
 
 DATE=$(date +%F)
 RES=$ROOT/bench/results
@@ -104,8 +104,12 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   want meta && { meta_workloads "$c" || log "$c: metadata workloads aborted (mount failed)"; }
   c_umount "$c"
   if want tasks; then
-    if [ "$c" = ferry ]; then tasks_ferry; else tasks_fuse "$c" || log "$c: tasks aborted (mount failed)"; fi
-    c_umount "$c"
+    for n in $TASK_COUNTS; do
+      tasks_round "$n"
+      if [[ $c == ferry* ]]; then tasks_ferry "$c"; else tasks_fuse "$c" || log "$c: tasks aborted (mount failed)"; fi
+      c_umount "$c"
+    done
+    tasks_round "${TASK_COUNTS%% *}"
   fi
   record "$c" rss_peak "$TOT_PEAK" MiB "peak over all workloads"
   record "$c" cpu_total "$TOT_CPU" s "user+sys over all workloads"
@@ -114,7 +118,7 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   env_clean "$c"
   log "== $c took $((SECONDS - ct0)) s"
 done
-for b in ${BENCH_BASELINES-copy local}; do
+for b in ${BENCH_BASELINES-getfloor copy local}; do
   log "== baseline $b"
   run_begin "$b" || { record "$b" valid INVALID "" "MinIO or the proxy could not be started"; continue; }
   ct0=$SECONDS TOT_PEAK=0 TOT_CPU=0
@@ -122,8 +126,13 @@ for b in ${BENCH_BASELINES-copy local}; do
     copy) printf 'copy\t%s\taws s3 cp via the proxy: parallel ranged GETs / multipart uploads, 16 concurrent requests of 16 MiB (AWS_CONFIG_FILE)\n' \
       "$(aws --version 2>&1 | cut -d' ' -f1)" >>"$OPTS"; bench_copy ;;
     local) printf 'local\tfio %s\tfio/dd/cp/ls/stat on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
+    getfloor) printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache\n' \
+      "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"; bench_getfloor ;;
   esac
-  if want tasks; then "tasks_$b"; fi
+  if want tasks && [ "$b" != getfloor ]; then
+    for n in $TASK_COUNTS; do tasks_round "$n"; "tasks_$b"; done
+    tasks_round "${TASK_COUNTS%% *}"
+  fi
   [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
   run_end "$b"
   log "== baseline $b took $((SECONDS - ct0)) s"

@@ -6,6 +6,10 @@
 #           reads and stat do not apply (n/a).
 #   local : the same fio/dd/cp/ls/stat on the local disk ($W, under /tmp);
 #           "durable" = after sync.
+#   getfloor: bench/getfloor, parallel ranged GETs of the fio object into
+#           /dev/null (GETFLOOR_C in flight, GETFLOOR_PART bytes each, as
+#           ferry's readahead), through the same proxy: the cold-read floor
+#           of a client without FUSE, cache or checksums, and its CPU per GiB.
 
 # aws_timed CMD...: run a command (aws CLI) in the background with a timeout,
 # sample its RSS/CPU (meas_*); sets T_START/T_END/T_RC. aws_proxy as the first
@@ -126,4 +130,19 @@ print('%.1f' % ($SMALL_N / (time.time() - t0)))")
     record local meta_stat "$out" files/s "after drop_caches"
   fi
   rm -rf "$L"
+}
+
+GETFLOOR_C=${GETFLOOR_C:-16} GETFLOOR_PART=${GETFLOOR_PART:-8388608}
+
+bench_getfloor() {
+  local r out runs=() cpus=()
+  (cd "$ROOT" && go build -o "$W/getfloor" ./bench/getfloor) || { record getfloor read_seq_1m_cold_1j unsupported "" "build failed"; return; }
+  for ((r = 1; r <= SEQ_RUNS; r++)); do
+    drop_caches
+    out=$("$W/getfloor" "$BENCH_S3" "$BUCKET" big/big.bin "$GETFLOOR_C" "$GETFLOOR_PART") || { record getfloor read_seq_1m_cold_1j unsupported "" "getfloor failed"; return; }
+    runs+=("${out%% MiB/s*}")
+    cpus+=("$(awk '{print $6}' <<<"$out")")
+  done
+  record getfloor read_seq_1m_cold_1j "$(printf '%s ' "${runs[@]}" | median)" MiB/s "median of ${#runs[@]}: ${runs[*]}"
+  record getfloor cpu_per_gib_cold "$(printf '%s ' "${cpus[@]}" | median)" s/GiB "its own user+sys CPU per GiB; median of ${#cpus[@]}: ${cpus[*]}"
 }

@@ -8,13 +8,16 @@
 #   c_cold NAME    c_umount, empty the cache dir, drop_caches, c_mount
 #   c_cmd NAME     print the mount command (recorded in the report)
 
-FUSE_CONTENDERS=(ferry s3fs rclone mount-s3 mount-s3-cache goofys geesefs)
+# ferry-nopt is ferry with FUSE passthrough off (--passthrough off): reads
+# of wholly cached files go through ferry as before passthrough.
+FUSE_CONTENDERS=(ferry ferry-nopt s3fs rclone mount-s3 mount-s3-cache goofys geesefs)
 
-c_bin() { case $1 in ferry) echo "$FERRY" ;; mount-s3*) echo mount-s3 ;; *) echo "$1" ;; esac; }
+c_bin() { case $1 in ferry*) echo "$FERRY" ;; mount-s3*) echo mount-s3 ;; *) echo "$1" ;; esac; }
 c_available() { command -v "$(c_bin "$1")" >/dev/null 2>&1; }
 c_version() {
   case $1 in
     ferry) "$FERRY" version | head -1 ;;
+    ferry-nopt) echo "$("$FERRY" version | head -1), --passthrough off" ;;
     s3fs) s3fs --version 2>&1 | head -1 | sed 's/ with .*//' ;;
     rclone) rclone version | head -1 ;;
     *) "$(c_bin "$1")" --version 2>&1 | head -1 ;;
@@ -26,6 +29,8 @@ c_cmd() {
   local M=$W/mnt/$1 D=$W/cache/$1 L=$W/logs/$1-mount.log
   case $1 in
     ferry) printf '%s\n' "$FERRY" mount --cache-dir "$D" --metrics-addr "127.0.0.1:$FERRY_METRICS_PORT" \
+      --log-file "$L" --log-level "${FERRY_LOG_LEVEL:-info}" "$M" ;;
+    ferry-nopt) printf '%s\n' "$FERRY" mount --passthrough off --cache-dir "$D" --metrics-addr "127.0.0.1:$FERRY_METRICS_PORT" \
       --log-file "$L" --log-level "${FERRY_LOG_LEVEL:-info}" "$M" ;;
     s3fs) printf '%s\n' s3fs "$BUCKET" "$M" -f -o "url=$BENCH_S3,use_path_request_style,endpoint=us-east-1,passwd_file=$W/s3fs.passwd,use_cache=$D,del_cache,parallel_count=16,multipart_size=16,multireq_max=32,max_stat_cache_size=100000,logfile=$L" ;;
     rclone) printf '%s\n' rclone mount "s3env:$BUCKET" "$M" --vfs-cache-mode full --cache-dir "$D" \
@@ -45,7 +50,7 @@ c_mount() {
   mkdir -p "$M" "$W/cache/$name"
   mapfile -t argv < <(c_cmd "$name")
   case $name in
-    ferry) AWS_S3_ENDPOINT=$BENCH_S3 bg "$name" "${argv[@]}"; C_ROOT=$M/s3/$BUCKET ;;
+    ferry*) AWS_S3_ENDPOINT=$BENCH_S3 bg "$name" "${argv[@]}"; C_ROOT=$M/s3/$BUCKET ;;
     s3fs) printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$W/s3fs.passwd"
       chmod 600 "$W/s3fs.passwd"; bg "$name" "${argv[@]}"; C_ROOT=$M ;;
     rclone) RCLONE_CONFIG_S3ENV_TYPE=s3 RCLONE_CONFIG_S3ENV_PROVIDER=Minio RCLONE_CONFIG_S3ENV_ENDPOINT=$BENCH_S3 \
@@ -68,7 +73,7 @@ c_mount() {
 c_umount() {
   local name=$1 M=$W/mnt/$1
   [ -n "${C_PID:-}" ] || return 0
-  if [ "$name" = ferry ]; then
+  if [[ $name == ferry* ]]; then
     stop_pid "$C_PID" 600             # SIGTERM: ferry drains, then unmounts
   else
     unmount "$M"

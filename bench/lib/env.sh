@@ -166,7 +166,7 @@ PY
 # env_clean CONTENDER: delete the large objects a contender wrote (keeps MinIO's disk small).
 env_clean() {
   local p n
-  for p in "w/$1-" "tout/$1/"; do
+  for p in "w/$1-" "tout/$1/" "tout/$1_"; do
     n=$(python3 "$LIB/s3.py" delete-prefix "$BUCKET" "$p" 2>&1) || log "delete $p: $n"
   done
 }

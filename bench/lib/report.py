@@ -31,10 +31,15 @@ METRICS += [
     ("small_readback", "small files: read back, cold [s]", False),
     ("meta_lsr", "metadata: ls -lR of the key tree, cold [s]", False),
     ("meta_stat", "metadata: stat of names, cold [files/s]", True),
+    ("cpu_per_gib_cold", "client CPU per GiB, cold seq read 1 MiB, 1 job [s/GiB]", False),
     ("task_wall", "task workload: wall [s]", False),
     ("task_eff", "task workload: compute / wall", True),
     ("task_wall_shared", "task workload, one mount for all tasks: wall [s]", False),
     ("task_eff_shared", "task workload, one mount for all tasks: compute / wall", True),
+    ("task_wall_8t", "task workload, 8 tasks: wall [s]", False),
+    ("task_eff_8t", "task workload, 8 tasks: compute / wall", True),
+    ("task_wall_shared_8t", "task workload, 8 tasks, one mount for all tasks: wall [s]", False),
+    ("task_eff_shared_8t", "task workload, 8 tasks, one mount for all tasks: compute / wall", True),
     ("stage_wall_off", "staged-input tasks, staging off: wall [s]", False),
     ("stage_wall_on", "staged-input tasks, staging on: wall [s]", False),
     ("stage_speedup", "staged-input tasks: wall off / wall on", True),
@@ -48,7 +53,7 @@ for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small 
     METRICS.append(("cpu_" + _ph, "client CPU, %s [s]" % _what, False))
 METRICS += [("rss_peak", "peak RSS, all workloads [MiB]", False),
             ("cpu_total", "client CPU, all workloads [s]", False)]
-BASELINES = ("copy", "local", "compute-only")
+BASELINES = ("getfloor", "copy", "local", "compute-only")
 
 
 def cell(row):
@@ -97,11 +102,13 @@ def report(a):
     conts = [line.rstrip("\n").split("\t") for line in open(a.contenders) if line.strip()]
     installed = [c[0] for c in conts if c[1] != "not installed"]
     cols = [c for c in installed if c in data] + [c for c in ("compute-only",) if c in data]
-    peers = [c for c in cols if c != "ferry" and c not in BASELINES]
+    # ferry-nopt (passthrough off) and ferry-stage are ferry, not peers.
+    peers = [c for c in cols if not c.startswith("ferry") and c not in BASELINES]
     md = ["# ferry benchmark: %s mode" % a.mode, "", a.env + ".", "",
           "Sizes (scaled to the machine): " + a.sizes + ".", "",
-          "One row per workload. `best peer` is the best FUSE client other than ferry; "
-          "ratios are ferry / best peer and ferry / baseline (copy, local disk), oriented so that **> 1 means "
+          "One row per workload. `best peer` is the best FUSE client other than ferry "
+          "(ferry-nopt is ferry with `--passthrough off`); "
+          "ratios are ferry / best peer and ferry / baseline (getfloor: plain parallel ranged GETs; copy; local disk), oriented so that **> 1 means "
           "ferry is better** (for times and RSS: peer / ferry; for throughput: ferry / peer). "
           "`timeout` rows are lower bounds; `n/a` = does not apply; `unsupported` = the "
           "operation failed.", ""]
@@ -118,8 +125,8 @@ def report(a):
     peers = [c for c in peers if c not in invalid]
     head = {c: c + " (INVALID)" if c in invalid else c for c in cols}
     chart_at = len(md)
-    md.append("| workload | better | " + " | ".join(head[c] for c in cols) + " | best peer | ferry / best peer | ferry / copy | ferry / local |")
-    md.append("|---|---|" + "---|" * len(cols) + "---|---|---|---|")
+    md.append("| workload | better | " + " | ".join(head[c] for c in cols) + " | best peer | ferry / best peer | ferry / getfloor | ferry / copy | ferry / local |")
+    md.append("|---|---|" + "---|" * len(cols) + "---|---|---|---|---|")
     chart = []
     for mid, label, hib in METRICS:
         if not any(mid in data.get(c, {}) for c in cols):
@@ -139,12 +146,12 @@ def report(a):
             if "ferry" in invalid or other in invalid:
                 return "INVALID"
             return ratio(cells["ferry"], cells[other], hib)
-        rf, rc, rl = vs(best), vs("copy"), vs("local")
+        rf, rg, rc, rl = vs(best), vs("getfloor"), vs("copy"), vs("local")
         if mid.startswith("stage_") and "ferry-stage" in bad:
             label += " (INVALID run)"  # the staged-input tasks run on their own (run.sh)
-        md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+        md.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             label, "higher" if hib else "lower", " | ".join(cells[c][2] for c in cols),
-            best or "n/a", rf, rc, rl))
+            best or "n/a", rf, rg, rc, rl))
         chart.append((label, hib, {head[c]: cells[c][0] for c in cols if cells[c][0] is not None},
                       {head[c] for c in cols if cells[c][1]}))
     md += validity(data, order)

@@ -14,10 +14,31 @@ task_args() { # SEED REF OUT
   echo --seed "$1" --compute-mib "$TASK_COMPUTE_MIB" --ref "$2" --src "$W/data/out.bin" --out "$3"
 }
 
-# tasks_compute_ref: wall time of the compute steps alone (same concurrency);
-# the shorter of two runs (the machine is shared: the faster run is the one
-# closer to "no interference").
+# Each count of TASK_COUNTS runs the task workload with that many tasks;
+# the first count's metrics are task_wall, ..., the others' end in _<n>t
+# (TSFX, set by tasks_round).
+TSFX=${TSFX:-}
+# tasks_round N: set TASKS, TSFX and TASK_COMPUTE_WALL for a round of N tasks.
+tasks_round() {
+  TASKS=$1
+  if [ "$1" = "${TASK_COUNTS:-$1}" ] || [ "$1" = "${TASK_COUNTS%% *}" ]; then TSFX=; else TSFX=_${1}t; fi
+  local v=TASK_COMPUTE_WALL_$1
+  TASK_COMPUTE_WALL=${!v:-}
+}
+
+# tasks_compute_ref: wall time of the compute steps alone (same concurrency),
+# for every count of TASK_COUNTS; the shorter of two runs each (the machine
+# is shared: the faster run is the one closer to "no interference").
 tasks_compute_ref() {
+  local n
+  for n in ${TASK_COUNTS:-$TASKS}; do
+    tasks_round "$n"
+    tasks_compute_ref1
+    printf -v "TASK_COMPUTE_WALL_$n" %s "$TASK_COMPUTE_WALL"
+  done
+}
+
+tasks_compute_ref1() {
   local i r pids t0 w
   TASK_COMPUTE_WALL=
   for r in 1 2; do
@@ -29,14 +50,14 @@ tasks_compute_ref() {
     w=$(elapsed "$t0" "$(now)")
     [ -z "$TASK_COMPUTE_WALL" ] || awk -v a="$w" -v b="$TASK_COMPUTE_WALL" 'BEGIN{exit !(a<b)}' && TASK_COMPUTE_WALL=$w
   done
-  record compute-only task_wall "$TASK_COMPUTE_WALL" s "$TASKS tasks x ${TASK_COMPUTE_MIB} MiB SHA-256; no I/O; shorter of 2 runs"
+  record compute-only "task_wall$TSFX" "$TASK_COMPUTE_WALL" s "$TASKS tasks x ${TASK_COMPUTE_MIB} MiB SHA-256; no I/O; shorter of 2 runs"
 }
 
 # tasks_finish CONTENDER T0 FAILED [PREFIX] [SUFFIX]: wait for the outputs
 # (default prefix tout/CONTENDER/), record wall and efficiency (metrics
 # task_wall, task_eff, with SUFFIX appended).
 tasks_finish() {
-  local c=$1 t0=$2 failed=$3 prefix=${4:-tout/$1/} sfx=${5:-} out
+  local c=$1 t0=$2 failed=$3 prefix=${4:-tout/$1$TSFX/} sfx=${5:-}$TSFX out
   if [ "$failed" != 0 ]; then
     record "$c" "task_wall$sfx" unsupported "" "$failed of $TASKS tasks failed or hit the ${TASK_CAP} s cap"; return 0
   fi
@@ -47,29 +68,30 @@ tasks_finish() {
     record "$c" "task_eff$sfx" "$eff" ratio "compute-only wall / wall"
     # Another FUSE client runs every task on its one mount: the same
     # figures are its "one mount for all tasks" ones.
-    if [ "$c" != ferry ] && [ -z "$sfx" ]; then
-      record "$c" task_wall_shared "$wall" s "the same run (one mount for all tasks)"
-      record "$c" task_eff_shared "$eff" ratio "the same run"
+    if [[ $c != ferry* ]] && [ "$sfx" = "$TSFX" ]; then
+      record "$c" "task_wall_shared$TSFX" "$wall" s "the same run (one mount for all tasks)"
+      record "$c" "task_eff_shared$TSFX" "$eff" ratio "the same run"
     fi
   else
     record "$c" "task_wall$sfx" timeout s "outputs not listed: $out"
   fi
 }
 
-# ferry_tasks SHARED(1|0) PREFIX: one `ferry run` per task (each its own mount),
-# all on one --cache-dir (1) or one each (0); sets FAILED and T0; samples RSS/CPU
-# of the ferry processes (not their task children).
+# ferry_tasks SHARED(1|0) PREFIX [ARGS...]: one `ferry run` per task (each its
+# own mount), all on one --cache-dir (1) or one each (0), with ARGS; sets
+# FAILED and T0; samples RSS/CPU of the ferry processes (not their task children).
 ferry_tasks() {
-  local i pids=() fpids=() M cache=$W/cache/ferry-task p
+  local i pids=() fpids=() M cache=$W/cache/ferry-task p shared=$1 prefix=$2
+  shift 2
   rm -rf "$cache"; drop_caches
   T0=$(now) FAILED=0
   for ((i = 0; i < TASKS; i++)); do
     M=$W/tmnt/ferry-$i; mkdir -p "$M"; echo "$M" >>"$W/mounts"
-    [ "$1" = 1 ] || cache=$W/cache/ferry-task/$i
+    [ "$shared" = 1 ] || cache=$W/cache/ferry-task/$i
     # shellcheck disable=SC2046
-    AWS_S3_ENDPOINT=$BENCH_S3 bg "ferry-task-$1-$i" timeout "$TASK_CAP" "$FERRY" run --mount-point "$M" \
-      --cache-dir "$cache" --log-level "${FERRY_LOG_LEVEL:-info}" -- python3 "$LIB/task.py" \
-      $(task_args "$i" "$M/s3/$BUCKET/ref/ref.bin" "$M/s3/$BUCKET/$2task-$i.bin")
+    AWS_S3_ENDPOINT=$BENCH_S3 bg "ferry-task-$shared-$i" timeout "$TASK_CAP" "$FERRY" run --mount-point "$M" \
+      --cache-dir "$cache" --log-level "${FERRY_LOG_LEVEL:-info}" "$@" -- python3 "$LIB/task.py" \
+      $(task_args "$i" "$M/s3/$BUCKET/ref/ref.bin" "$M/s3/$BUCKET/${prefix}task-$i.bin")
     pids+=("$BG_PID")
   done
   sleep 0.2
@@ -79,21 +101,26 @@ ferry_tasks() {
   meas_stop
 }
 
+# tasks_ferry CONTENDER: the tasks with one `ferry run` each on one cache dir
+# (the Nextflow model; ferry-nopt: --passthrough off), then on one mount of
+# CONTENDER for all tasks.
 tasks_ferry() {
+  local c=$1 args=()
+  [ "$c" = ferry-nopt ] && args=(--passthrough off)
   phase_reset
-  ferry_tasks 1 tout/ferry/
+  ferry_tasks 1 "tout/$c$TSFX/" "${args[@]}"
   if [ "$FAILED" != 0 ]; then
-    log "  ferry run with one shared --cache-dir: $FAILED tasks failed: $(grep -h -m1 -i 'error\|in use' "$W"/logs/ferry-task-1-*.log | head -1)"
-    record ferry task_shared_cache unsupported "" "concurrent ferry run on one --cache-dir failed; retried with one cache dir per task"
-    env_clean ferry
+    log "  $c run with one shared --cache-dir: $FAILED tasks failed: $(grep -h -m1 -i 'error\|in use' "$W"/logs/ferry-task-1-*.log | head -1)"
+    record "$c" "task_shared_cache$TSFX" unsupported "" "concurrent ferry run on one --cache-dir failed; retried with one cache dir per task"
+    env_clean "$c"
     phase_reset
-    ferry_tasks 0 tout/ferry/
+    ferry_tasks 0 "tout/$c$TSFX/" "${args[@]}"
   fi
-  tasks_finish ferry "$T0" "$FAILED" "" "" "one ferry run per task"
-  phase_record ferry task "the $TASKS ferry processes"
+  tasks_finish "$c" "$T0" "$FAILED" "" "" "one ferry run per task"
+  [ -n "$TSFX" ] || phase_record "$c" task "the $TASKS ferry processes"
   rm -rf "$W/cache/ferry-task"
-  # The same tasks on one ferry mount, as the other clients run them.
-  tasks_fuse ferry tout/ferry/shared/ _shared
+  # The same tasks on one mount, as the other clients run them.
+  tasks_fuse "$c" "tout/$c$TSFX/shared/" _shared
 }
 
 # tasks_fuse CONTENDER [PREFIX] [SUFFIX]: the tasks on one mount of
@@ -101,7 +128,7 @@ tasks_ferry() {
 # other than ferry also records its figures as the "_shared" metrics (one
 # mount for all tasks), beside ferry's own shared-mount run.
 tasks_fuse() {
-  local c=$1 prefix=${2:-tout/$1/} sfx=${3:-} i pids=() t0 failed=0
+  local c=$1 prefix=${2:-tout/$1$TSFX/} sfx=${3:-} i pids=() t0 failed=0
   phase_reset
   c_umount "$c"; rm -rf "${W:?}/cache/$c"; drop_caches
   t0=$(now)
@@ -115,7 +142,7 @@ tasks_fuse() {
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
   tasks_finish "$c" "$t0" "$failed" "$prefix" "$sfx" "one mount for all tasks"
   meas_stop
-  if [ -z "$sfx" ]; then phase_record "$c" task "the mount daemon (one mount for all tasks)"; fi
+  if [ -z "$sfx$TSFX" ]; then phase_record "$c" task "the mount daemon (one mount for all tasks)"; fi
   c_umount "$c"
 }
 
@@ -128,7 +155,7 @@ tasks_copy() {
     # shellcheck disable=SC2046
     ( aws_proxy s3 cp "s3://$BUCKET/ref/ref.bin" "$d/ref.bin" &&
       python3 "$LIB/task.py" $(task_args "$i" "$d/ref.bin" "$d/out.bin") &&
-      aws_proxy s3 cp "$d/out.bin" "s3://$BUCKET/tout/copy/task-$i.bin" ) >"$W/logs/copy-task-$i.log" 2>&1 &
+      aws_proxy s3 cp "$d/out.bin" "s3://$BUCKET/tout/copy$TSFX/task-$i.bin" ) >"$W/logs/copy-task-$i.log" 2>&1 &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
@@ -147,7 +174,7 @@ tasks_local() {
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
   sync
   local wall; wall=$(elapsed "$t0" "$(now)")
-  record local task_wall "$wall" s "outputs on local disk; after sync"
-  record local task_eff "$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')" ratio "compute-only wall / wall"
+  record local "task_wall$TSFX" "$wall" s "$TASKS tasks; outputs on local disk; after sync"
+  record local "task_eff$TSFX" "$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')" ratio "compute-only wall / wall"
   rm -rf "$W/localtask"
 }

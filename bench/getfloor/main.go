@@ -4,41 +4,30 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/ferry-fs/ferry/bench/internal/floor"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "getfloor:", err)
-		os.Exit(1)
-	}
-}
+func main() { floor.Main("getfloor", run) }
 
 func run(args []string) error {
 	if len(args) != 5 {
 		return fmt.Errorf("usage: getfloor ENDPOINT BUCKET KEY C PART")
 	}
 	ep, bucket, key := args[0], args[1], args[2]
-	conc, err1 := strconv.Atoi(args[3])
-	part, err2 := strconv.ParseInt(args[4], 10, 64)
-	if err1 != nil || err2 != nil || conc < 1 || part < 1 {
-		return fmt.Errorf("C and PART must be positive numbers")
+	nums, err := floor.Positive(args[3:])
+	if err != nil {
+		return err
 	}
-	cl := s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(ep), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
-		HTTPClient:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}},
-	})
+	conc, part := int(nums[0]), nums[1]
+	cl := floor.Client(ep, conc)
 	ctx := context.Background()
 	head, err := cl.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
 	if err != nil {

@@ -35,18 +35,6 @@ func (t Target) sameBucket(u Target) bool { return t.Scheme == u.Scheme && t.Buc
 // StoreResolver returns the (retry-decorated) store of one bucket.
 type StoreResolver func(ctx context.Context, scheme, bucket string) (objstore.Store, error)
 
-// Metadata keys written on uploaded objects. The values match what the vfs
-// parses: mode in octal, mtime in Unix nanoseconds.
-const (
-	MetaSymlink = "ferry-symlink"
-	MetaMode    = "ferry-mode"
-	MetaMtime   = "ferry-mtime"
-	// MetaUpload tags every object writeback uploads with a token unique
-	// to the upload, journaled before it: a restarted ferry recognises an
-	// upload that landed just before a crash (see README.md).
-	MetaUpload = "ferry-upload"
-)
-
 // Defaults used when a Config field is zero.
 const (
 	DefaultConcurrency  = 16

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"maps"
 	"os"
-	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -36,11 +36,10 @@ type File struct {
 	fd      *os.File // staging data, opened lazily; nil for symlinks and stubs
 	hasData bool     // has a data file (false for symlinks and stubs)
 	size    int64
-	mode    uint32
-	mtime   time.Time
-	// mtimeSet: SetModTime was called, so the mtime is stored as metadata.
-	mtimeSet bool
-	symlink  string
+	// attrs: mode (with the type bits of a special file), owner, times;
+	// uploaded as metadata (attrs.go). Mtime and Ctime are always set.
+	attrs   Attrs
+	symlink string
 	// base is the object the clean ranges come from; bytes at or past
 	// baseLimit are not the base's (they were truncated away).
 	base      *objstore.ObjectInfo
@@ -113,11 +112,25 @@ func (m *Manager) newFile(t Target, id string) *File {
 		m:      m,
 		id:     id,
 		target: t,
-		mtime:  now,
+		attrs:  Attrs{Mtime: now, Ctime: now},
 		since:  now,
 		kickCh: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
+}
+
+// setAttrsLocked sets the attributes of a new file: zero times are
+// the file's creation time. Caller holds mu (or owns f alone).
+func (f *File) setAttrsLocked(a Attrs) {
+	now := f.attrs.Mtime
+	if a.Mtime.IsZero() {
+		a.Mtime = now
+	}
+	if a.Ctime.IsZero() {
+		a.Ctime = now
+	}
+	a.HasMode = true
+	f.attrs = a
 }
 
 // Target returns the file's current name.
@@ -138,14 +151,21 @@ func (f *File) Size() int64 {
 func (f *File) ModTime() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.mtime
+	return f.attrs.Mtime
 }
 
-// Mode returns the permission bits.
+// Mode returns the permission bits, with the type bits of a special file.
 func (f *File) Mode() uint32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.mode
+	return f.attrs.Mode
+}
+
+// Attrs returns the file's attributes.
+func (f *File) Attrs() Attrs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attrs
 }
 
 // Symlink returns the link target, or "" for a regular file.
@@ -169,14 +189,27 @@ func (f *File) Version() string {
 	return f.version
 }
 
-// SetMode changes the permission bits, stored as metadata on upload.
+// SetMode changes the permission bits (a special file keeps its type),
+// stored as metadata on upload.
 func (f *File) SetMode(mode uint32) {
-	f.modifyMeta(func() { f.mode = mode })
+	f.UpdateAttrs(func(a *Attrs) { a.Mode = a.Mode&syscall.S_IFMT | mode&0o7777 })
 }
 
 // SetModTime changes the modification time, stored as metadata on upload.
 func (f *File) SetModTime(t time.Time) {
-	f.modifyMeta(func() { f.mtime, f.mtimeSet = t, true })
+	f.UpdateAttrs(func(a *Attrs) { a.Mtime = t })
+}
+
+// UpdateAttrs changes the attributes with fn, as one modification (the
+// change time is set to now after fn); they are stored as metadata on
+// upload. fn must keep the type bits of the mode.
+func (f *File) UpdateAttrs(fn func(a *Attrs)) {
+	f.modifyMeta(func() {
+		typ := f.attrs.Mode & syscall.S_IFMT
+		fn(&f.attrs)
+		f.attrs.Mode = typ | f.attrs.Mode&0o7777
+		f.attrs.HasMode = true
+	})
 }
 
 func (f *File) modifyMeta(set func()) {
@@ -190,11 +223,13 @@ func (f *File) modifyMeta(set func()) {
 	f.afterModify()
 }
 
-// touchLocked records a modification.
+// touchLocked records a modification (the change time is now).
 func (f *File) touchLocked() {
+	now := f.m.cfg.Now()
 	if f.gen == f.durableGen {
-		f.since = f.m.cfg.Now()
+		f.since = now
 	}
+	f.attrs.Ctime = now
 	f.gen++
 }
 
@@ -230,15 +265,15 @@ func (f *File) metadataLocked() map[string]string {
 		maps.Copy(md, f.base.Metadata)
 	}
 	delete(md, MetaSymlink)
-	if f.symlink != "" {
+	delete(md, MetaSymlinkBody)
+	switch {
+	case f.symlink == "":
+	case SymlinkInMetadata(f.symlink):
 		md[MetaSymlink] = f.symlink
+	default:
+		md[MetaSymlinkBody] = "1"
 	}
-	if f.mode != 0 {
-		md[MetaMode] = strconv.FormatUint(uint64(f.mode&0o7777), 8)
-	}
-	if f.mtimeSet {
-		md[MetaMtime] = strconv.FormatInt(f.mtime.UnixNano(), 10)
-	}
+	f.attrs.Encode(md)
 	return md
 }
 
@@ -376,9 +411,14 @@ func (f *File) recordLocked() *record {
 		Seq:         f.m.seq.Add(1),
 		Target:      f.target,
 		Size:        f.size,
-		Mode:        f.mode,
-		MtimeNs:     f.mtime.UnixNano(),
-		MtimeSet:    f.mtimeSet,
+		Mode:        f.attrs.Mode,
+		MtimeNs:     f.attrs.Mtime.UnixNano(),
+		Uid:         f.attrs.Uid,
+		Gid:         f.attrs.Gid,
+		OwnerSet:    f.attrs.HasOwner,
+		Rdev:        f.attrs.Rdev,
+		AtimeNs:     nsOf(f.attrs.Atime),
+		CtimeNs:     nsOf(f.attrs.Ctime),
 		Symlink:     f.symlink,
 		Uploads:     append([]uploadRec(nil), f.uploads...),
 		Landing:     append(append([]landingRec(nil), f.landing...), f.verify...),

@@ -16,6 +16,22 @@ const fillChunk = 1 << 20
 
 func timeFromNs(ns int64) time.Time { return time.Unix(0, ns) }
 
+// nsOf is t in Unix nanoseconds, 0 for the zero time.
+func nsOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// timeOrZero reverses nsOf.
+func timeOrZero(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return timeFromNs(ns)
+}
+
 // WriteAt writes p at off into the staging file. When the staging disk is
 // (nearly) full it fails with an error wrapping syscall.ENOSPC and nothing
 // staged before is lost. Writing a symlink fails with syscall.EINVAL.
@@ -50,8 +66,8 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 			f.written = f.written.add(off, end)
 		}
 		f.size = max(f.size, end)
-		f.mtime = f.m.cfg.Now()
 		f.touchLocked()
+		f.attrs.Mtime = f.attrs.Ctime
 		f.streamWriteLocked(off, end)
 	}
 	if err != nil && !errors.Is(err, syscall.ENOSPC) && f.stageErr == nil {
@@ -94,8 +110,8 @@ func (f *File) Truncate(size int64) error {
 		f.streamTruncateLocked(size)
 	}
 	f.size = size
-	f.mtime = f.m.cfg.Now()
 	f.touchLocked()
+	f.attrs.Mtime = f.attrs.Ctime
 	f.mu.Unlock()
 	f.afterModify()
 	return nil

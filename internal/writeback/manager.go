@@ -167,10 +167,17 @@ func (m *Manager) changedCh() <-chan struct{} {
 	return m.changed
 }
 
-// Create makes a new, empty dirty file at t (O_CREAT, O_TRUNC), replacing
-// any dirty file there (its upload is cancelled). The file has no handle:
-// call Acquire for each open handle. It returns syscall.EROFS after Stop.
+// Create makes a new, empty dirty file at t (O_CREAT, O_TRUNC) with the
+// permission bits mode, replacing any dirty file there (its upload is
+// cancelled). The file has no handle: call Acquire for each open handle.
+// It returns syscall.EROFS after Stop.
 func (m *Manager) Create(t Target, mode uint32) (*File, error) {
+	return m.CreateWith(t, Attrs{Mode: mode})
+}
+
+// CreateWith is Create with the file's attributes: a's mode (permission
+// bits only), owner and times (zero times are now).
+func (m *Manager) CreateWith(t Target, a Attrs) (*File, error) {
 	if t.Key == "" {
 		return nil, syscall.EINVAL
 	}
@@ -180,7 +187,9 @@ func (m *Manager) Create(t Target, mode uint32) (*File, error) {
 		return nil, fmt.Errorf("writeback: stage %s: %w", t, err)
 	}
 	f := m.newFile(t, id)
-	f.mode, f.hasData, f.gen, f.fd = mode, true, 1, fd
+	a.Mode &= 0o7777
+	f.setAttrsLocked(a)
+	f.hasData, f.gen, f.fd = true, 1, fd
 	if err := m.publish(f); err != nil {
 		fd.Close()
 		os.Remove(m.j.dataPath(f.id))
@@ -192,16 +201,36 @@ func (m *Manager) Create(t Target, mode uint32) (*File, error) {
 	return f, nil
 }
 
-// Symlink stores a symbolic link at t: an object with an empty body and
-// the target in metadata (ferry-symlink). It is queued like a closed file.
-// It returns syscall.EROFS after Stop.
+// Symlink stores a symbolic link at t: an object with the target in
+// metadata (ferry-symlink), or in its body when it does not fit there
+// (see SymlinkBody). It is queued like a closed file. It returns
+// syscall.EROFS after Stop.
 func (m *Manager) Symlink(t Target, linkTarget string) error {
-	if t.Key == "" || linkTarget == "" {
+	return m.Node(t, linkTarget, Attrs{Mode: 0o777})
+}
+
+// Node stores a symlink (linkTarget set) or a special file (a.Mode has
+// the type bits of a FIFO, socket or device) at t, with the attributes
+// a (zero times are now): an object without data (a symlink's body may
+// hold its target), queued like a closed file. It replaces a dirty file
+// at t. It returns syscall.EROFS after Stop.
+func (m *Manager) Node(t Target, linkTarget string, a Attrs) error {
+	if t.Key == "" {
+		return syscall.EINVAL
+	}
+	typ := a.Mode & syscall.S_IFMT
+	if linkTarget != "" {
+		if err := ValidSymlinkTarget(linkTarget); err != nil {
+			return err
+		}
+		a.Mode &= 0o7777
+	} else if typ == 0 || typ == syscall.S_IFREG || typ == syscall.S_IFDIR || typ == syscall.S_IFLNK {
 		return syscall.EINVAL
 	}
 	m.sched.foreground()
 	f := m.newFile(t, m.newID())
-	f.symlink, f.mode, f.gen, f.closedGen = linkTarget, 0o777, 1, 1
+	f.setAttrsLocked(a)
+	f.symlink, f.gen, f.closedGen = linkTarget, 1, 1
 	if err := m.publish(f); err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -105,16 +104,7 @@ func (m *Manager) openBase(t, bt Target, b objstore.ObjectInfo) (*File, error) {
 	f.fd = fd
 	f.baseLimit, f.size, f.hasData = b.Size, b.Size, true
 	f.setBaseLocked(&b) // not live yet: indexed below
-	f.mode = 0o644
-	if v, err := strconv.ParseUint(b.Metadata[MetaMode], 8, 32); err == nil {
-		f.mode = uint32(v)
-	}
-	if !b.ModTime.IsZero() {
-		f.mtime = b.ModTime
-	}
-	if ns, err := strconv.ParseInt(b.Metadata[MetaMtime], 10, 64); err == nil {
-		f.mtime = timeFromNs(ns)
-	}
+	f.attrs = baseAttrs(b)
 	m.mu.Lock()
 	g, stopped := m.files[t], m.stopped
 	deleting := m.deleting[bt] > 0 || m.strayLocked(bt)
@@ -137,4 +127,23 @@ func (m *Manager) openBase(t, bt Target, b objstore.ObjectInfo) (*File, error) {
 		return g, nil
 	}
 	return nil, errDeleting
+}
+
+// baseAttrs are the attributes of a file opened on the object b: its
+// metadata's, with the defaults of an object written by another tool
+// (mode 0644, its modification time). A special file's type is dropped:
+// a file with data is a regular file.
+func baseAttrs(b objstore.ObjectInfo) Attrs {
+	a := ParseAttrs(b.Metadata)
+	if !a.HasMode {
+		a.Mode, a.HasMode = 0o644, true
+	}
+	a.Mode &= 0o7777
+	if a.Mtime.IsZero() {
+		a.Mtime = b.ModTime
+	}
+	if a.Ctime.IsZero() {
+		a.Ctime = a.Mtime
+	}
+	return a
 }

@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +49,10 @@ func (f *File) upload(ctx context.Context, st objstore.Store, snap snapshot) (ob
 	key := snap.target.Key
 	opts := m.putOptions(snap.target, snap.md)
 	if !snap.hasData {
-		return m.put(ctx, st, key, strings.NewReader(""), 0, opts)
+		// A symlink or special file: its body is empty, or a symlink's
+		// target when metadata cannot hold it.
+		body := SymlinkBody(snap.symlink)
+		return m.put(ctx, st, key, bytes.NewReader(body), int64(len(body)), opts)
 	}
 	if snap.stream != nil {
 		if info, used, err := f.finishStream(ctx, st, snap, opts); used {

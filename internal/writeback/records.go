@@ -15,17 +15,24 @@ const recordVersion = 1
 // staged bytes are <id>.data. The journal log holds one JSON record per
 // line; the last line of an id wins.
 type record struct {
-	V       int    `json:"v"`
-	ID      string `json:"id"`
-	Seq     uint64 `json:"seq"` // orders records of the same target: highest wins
-	State   string `json:"state"`
-	Target  Target `json:"target"`
-	Size    int64  `json:"size"`
+	V      int    `json:"v"`
+	ID     string `json:"id"`
+	Seq    uint64 `json:"seq"` // orders records of the same target: highest wins
+	State  string `json:"state"`
+	Target Target `json:"target"`
+	Size   int64  `json:"size"`
+	// Mode: permission bits, with the type bits of a special file.
 	Mode    uint32 `json:"mode"`
 	MtimeNs int64  `json:"mtime_ns"`
-	// MtimeSet: the mtime was set explicitly (utimens) and is stored as
-	// metadata; otherwise the object's own modification time stands.
+	// MtimeSet: written by older versions (the mtime was set explicitly);
+	// the mtime is now always stored.
 	MtimeSet bool   `json:"mtime_set,omitempty"`
+	Uid      uint32 `json:"uid,omitempty"`
+	Gid      uint32 `json:"gid,omitempty"`
+	OwnerSet bool   `json:"owner_set,omitempty"`
+	Rdev     uint32 `json:"rdev,omitempty"`
+	AtimeNs  int64  `json:"atime_ns,omitempty"` // 0: follows the mtime
+	CtimeNs  int64  `json:"ctime_ns,omitempty"`
 	Symlink  string `json:"symlink,omitempty"`
 	// Reopened (state open only): the file was closed, and modified again
 	// before it was durable; every modification since is journaled, so

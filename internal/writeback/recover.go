@@ -3,6 +3,7 @@ package writeback
 import (
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -49,8 +50,11 @@ func (m *Manager) recover() error {
 // work to do.
 func (m *Manager) recoverOne(r *record, winner bool, scanned map[orphanScanKey]bool) *File {
 	f := &File{
-		m: m, id: r.ID, target: r.Target, size: r.Size, mode: r.Mode,
-		mtime: timeFromNs(r.MtimeNs), mtimeSet: r.MtimeSet, symlink: r.Symlink,
+		m: m, id: r.ID, target: r.Target, size: r.Size, symlink: r.Symlink,
+		attrs: Attrs{
+			Mode: r.Mode, HasMode: true, Uid: r.Uid, Gid: r.Gid, HasOwner: r.OwnerSet, Rdev: r.Rdev,
+			Mtime: timeFromNs(r.MtimeNs), Atime: timeOrZero(r.AtimeNs), Ctime: timeOrZero(r.CtimeNs),
+		},
 		since: m.cfg.Now(), kickCh: make(chan struct{}, 1), done: make(chan struct{}),
 		uploads: r.Uploads, journaled: r.State, live: true,
 		orphans: orphanScansFor(r, scanned),
@@ -100,7 +104,7 @@ func (m *Manager) recoverOne(r *record, winner bool, scanned map[orphanScanKey]b
 // restore makes f the closed, not yet durable file r describes, checking
 // that its staged data is there.
 func (f *File) restore(r *record) {
-	f.hasData = r.Symlink == ""
+	f.hasData = r.Symlink == "" && r.Mode&syscall.S_IFMT == 0
 	f.m.setDeletesLocked(f, r.DeleteAfter)
 	f.gen, f.closedGen = 1, 1
 	if b := r.Base; b != nil {

@@ -2,7 +2,8 @@ package vfs
 
 import (
 	"context"
-	"strconv"
+	"io"
+	"maps"
 	"syscall"
 	"time"
 
@@ -20,19 +21,28 @@ const (
 	KindFile    = meta.KindFile
 	KindDir     = meta.KindDir
 	KindSymlink = meta.KindSymlink
+	KindFifo    = meta.KindFifo
+	KindSocket  = meta.KindSocket
+	KindChar    = meta.KindChar
+	KindBlock   = meta.KindBlock
 )
 
 // Attr is what stat shows of a name.
 type Attr struct {
-	Kind    meta.Kind
-	Size    int64
-	Mtime   time.Time
-	Mode    uint32 // permission bits
-	Symlink string // target, for symlinks
-	Version string // object version ("" while dirty or for directories)
+	Kind     meta.Kind
+	Size     int64
+	Mode     uint32 // permission bits (07777)
+	Uid, Gid uint32
+	Rdev     uint32 // devices
+	Atime    time.Time
+	Mtime    time.Time
+	Ctime    time.Time
+	// Unlinked: the file lost its name (an open descriptor's fstat after
+	// unlink): st_nlink 0.
+	Unlinked bool
+	Symlink  string // target, for symlinks
+	Version  string // object version ("" while dirty or for directories)
 }
-
-var dirAttr = Attr{Kind: meta.KindDir, Mode: 0o755}
 
 // Getattr stats the path p.
 func (fs *FS) Getattr(ctx context.Context, p string) (Attr, error) {
@@ -46,16 +56,16 @@ func (fs *FS) Getattr(ctx context.Context, p string) (Attr, error) {
 func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	switch {
 	case l.isRoot(), l.isScheme():
-		return dirAttr, nil
+		return fs.dirAttrOf(ctx, l), nil
 	case l.isBucket():
 		if _, err := fs.store(ctx, l); err != nil {
 			fs.logErr("lookup", l, err)
 			return Attr{}, err
 		}
-		return dirAttr, nil
+		return fs.dirAttrOf(ctx, l), nil
 	}
 	if f := fs.deps.Writeback.Get(l.target()); f != nil {
-		return fileAttr(f), nil
+		return fs.fileAttr(f), nil
 	}
 	if fs.deps.Writeback.PendingDelete(l.target()) {
 		// The object at l was renamed away (deleted once the new name
@@ -63,19 +73,23 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		return fs.dirAttrOnly(ctx, l)
 	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok {
-		if e.Kind == meta.KindNone {
+		switch e.Kind {
+		case meta.KindNone:
 			return Attr{}, syscall.ENOENT
+		case meta.KindDir:
+			return fs.dirAttrOf(ctx, l), nil
 		}
-		return entryAttr(e.Kind, e.Info), nil
+		return fs.entryAttr(e.Kind, e.Info), nil
 	}
 	// Files staged below make l a directory (a directory shadows an
 	// object of its name), without asking the store: it may be
 	// unreachable, and the task must keep working on what it staged.
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
-		return dirAttr, nil
+		return fs.dirAttrOf(ctx, l), nil
 	}
 	// The parent's cached listing answers for names it holds (and for
-	// names it lacks), except zero-size objects, which may be symlinks.
+	// names it lacks), except objects that may be symlinks or special
+	// files (maybeNode).
 	// A directory with repeated lookup misses is listed once, so that a
 	// stat of every name costs one paginated LIST, not a request per name.
 	par, name := l.parent()
@@ -98,9 +112,9 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		case !found:
 			return Attr{}, syscall.ENOENT
 		case found && e.Kind == meta.KindDir:
-			return dirAttr, nil
-		case found && e.Kind == meta.KindFile && e.Info.Size > 0 && e.Info.Version != "":
-			return entryAttr(meta.KindFile, e.Info), nil
+			return fs.dirAttrOf(ctx, l), nil
+		case found && e.Kind == meta.KindFile && !maybeNode(e.Info) && e.Info.Version != "":
+			return fs.entryAttr(meta.KindFile, e.Info), nil
 		case found && e.Kind != meta.KindDir:
 			// Listed as a file (so no directory shadows it): one HEAD
 			// tells its size and whether it is a symlink.
@@ -115,7 +129,8 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 }
 
 // remoteAttr asks the store whether l is a directory (any key under l/)
-// or an object, both at once. A directory shadows an object of the same name.
+// or an object, both at once, and for the directory's marker (its
+// attributes). A directory shadows an object of the same name.
 func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 	st, err := fs.store(ctx, l)
 	if err != nil {
@@ -140,6 +155,11 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 		if statErr != nil && !errIs(statErr, objstore.ErrNotFound) {
 			return statErr
 		}
+		if statErr == nil {
+			var err error
+			info, err = fs.completeInfo(gctx, st, info)
+			return err
+		}
 		return nil
 	})
 	if err := g.Wait(); err != nil {
@@ -153,55 +173,138 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 		}
 		if !hidden {
 			fs.deps.Meta.PutStat(ck, meta.KindDir, objstore.ObjectInfo{})
-			return dirAttr, nil
+			// The first key below l is its marker when it has one.
+			if len(page.Objects) == 0 || page.Objects[0].Key != l.Key+"/" {
+				fs.noMarker(l)
+			}
+			return fs.dirAttrOf(ctx, l), nil
 		}
 	}
 	if statErr == nil {
 		kind := kindOf(info)
 		fs.deps.Meta.PutStat(ck, kind, info)
-		return entryAttr(kind, info), nil
+		return fs.entryAttr(kind, info), nil
 	}
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
-		return dirAttr, nil // only dirty files below: a directory being written
+		return fs.dirAttrOf(ctx, l), nil // only dirty files below: a directory being written
 	}
 	fs.deps.Meta.PutNegative(ck)
 	return Attr{}, syscall.ENOENT
 }
 
+// maybeNode reports whether a listed object may be a symlink or a
+// special file rather than a regular file, which only its metadata
+// tells (a listing has none): an empty object, or one of the size of a
+// symlink whose target is its body (writeback.SymlinkBodySize).
+func maybeNode(info objstore.ObjectInfo) bool {
+	return info.Size == 0 || info.Size == writeback.SymlinkBodySize
+}
+
+// kindOf tells the kind of an object from its metadata.
 func kindOf(info objstore.ObjectInfo) meta.Kind {
 	if _, ok := info.Metadata[SymlinkMeta]; ok {
 		return meta.KindSymlink
 	}
+	if _, ok := info.Metadata[writeback.MetaSymlinkBody]; ok {
+		return meta.KindSymlink
+	}
+	if info.Size == 0 {
+		return kindOfMode(writeback.ParseAttrs(info.Metadata).Mode)
+	}
 	return meta.KindFile
 }
 
-func entryAttr(kind meta.Kind, info objstore.ObjectInfo) Attr {
+// kindOfMode is the kind of a special file's mode type bits, else KindFile.
+func kindOfMode(mode uint32) meta.Kind {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		return meta.KindFifo
+	case syscall.S_IFSOCK:
+		return meta.KindSocket
+	case syscall.S_IFCHR:
+		return meta.KindChar
+	case syscall.S_IFBLK:
+		return meta.KindBlock
+	}
+	return meta.KindFile
+}
+
+// completeInfo reads the target of a symlink kept in the object's body
+// into info's metadata (SymlinkMeta), so that what caches info has it.
+func (fs *FS) completeInfo(ctx context.Context, st objstore.Store, info objstore.ObjectInfo) (objstore.ObjectInfo, error) {
+	if _, ok := info.Metadata[writeback.MetaSymlinkBody]; !ok {
+		return info, nil
+	}
+	if _, ok := info.Metadata[SymlinkMeta]; ok {
+		return info, nil
+	}
+	rd, err := st.NewReader(ctx, info.Key, 0, writeback.SymlinkBodySize, objstore.ReadOptions{IfVersion: info.Version})
+	if err != nil {
+		return info, err
+	}
+	defer rd.Close()
+	b, err := io.ReadAll(io.LimitReader(rd, writeback.SymlinkBodySize))
+	if err != nil {
+		return info, err
+	}
+	md := maps.Clone(info.Metadata)
+	md[SymlinkMeta] = writeback.ParseSymlinkBody(b)
+	info.Metadata = md
+	return info, nil
+}
+
+// entryAttr is the attributes of an object of the given kind (not a
+// directory): those in its metadata, else ferry's defaults (mode 0644,
+// the mount's owner, the object's modification time).
+func (fs *FS) entryAttr(kind meta.Kind, info objstore.ObjectInfo) Attr {
+	w := writeback.ParseAttrs(info.Metadata)
+	a := Attr{Kind: kind, Size: info.Size, Mode: 0o644, Version: info.Version}
 	switch kind {
-	case meta.KindDir:
-		return dirAttr
 	case meta.KindSymlink:
-		t := info.Metadata[SymlinkMeta]
-		return Attr{Kind: meta.KindSymlink, Size: int64(len(t)), Symlink: t, Mtime: info.ModTime, Mode: 0o777, Version: info.Version}
+		a.Symlink = info.Metadata[SymlinkMeta]
+		a.Size = int64(len(a.Symlink))
+		a.Mode = 0o777
+	case meta.KindChar, meta.KindBlock:
+		a.Rdev = w.Rdev
 	}
-	a := Attr{Kind: meta.KindFile, Size: info.Size, Mtime: info.ModTime, Mode: 0o644, Version: info.Version}
-	if m, err := strconv.ParseUint(info.Metadata[ModeMeta], 8, 32); err == nil {
-		a.Mode = uint32(m) & 0o7777
+	if w.HasMode && kind != meta.KindSymlink {
+		a.Mode = w.Mode & 0o7777
 	}
-	if ns, err := strconv.ParseInt(info.Metadata[MtimeMeta], 10, 64); err == nil {
-		a.Mtime = time.Unix(0, ns)
+	if w.Mtime.IsZero() {
+		w.Mtime = info.ModTime
 	}
+	fs.applyOwnerTimes(&a, w)
 	return a
 }
 
-func fileAttr(f *writeback.File) Attr {
+// applyOwnerTimes sets a's owner and times from w, with the defaults of
+// what w lacks: the mount's owner, the access and change time equal to
+// the modification time.
+func (fs *FS) applyOwnerTimes(a *Attr, w writeback.Attrs) {
+	a.Uid, a.Gid = fs.opts.Uid, fs.opts.Gid
+	if w.HasOwner {
+		a.Uid, a.Gid = w.Uid, w.Gid
+	}
+	a.Mtime, a.Atime, a.Ctime = w.Mtime, w.Atime, w.Ctime
+	if a.Atime.IsZero() {
+		a.Atime = a.Mtime
+	}
+	if a.Ctime.IsZero() {
+		a.Ctime = a.Mtime
+	}
+}
+
+// fileAttr is the attributes of the dirty file f.
+func (fs *FS) fileAttr(f *writeback.File) Attr {
+	w := f.Attrs()
+	var a Attr
 	if t := f.Symlink(); t != "" {
-		return Attr{Kind: meta.KindSymlink, Size: int64(len(t)), Symlink: t, Mtime: f.ModTime(), Mode: 0o777}
+		a = Attr{Kind: meta.KindSymlink, Size: int64(len(t)), Symlink: t, Mode: 0o777}
+	} else {
+		a = Attr{Kind: kindOfMode(w.Mode), Size: f.Size(), Mode: w.Mode & 0o7777, Rdev: w.Rdev}
 	}
-	mode := f.Mode() & 0o7777
-	if mode == 0 {
-		mode = 0o644
-	}
-	return Attr{Kind: meta.KindFile, Size: f.Size(), Mtime: f.ModTime(), Mode: mode}
+	fs.applyOwnerTimes(&a, w)
+	return a
 }
 
 // statFile stats l, known not to be a directory.
@@ -214,13 +317,16 @@ func (fs *FS) statFile(ctx context.Context, l Loc) (Attr, error) {
 	if errIs(err, objstore.ErrNotFound) {
 		return fs.remoteAttr(ctx, l) // gone since it was listed: ask again
 	}
+	if err == nil {
+		info, err = fs.completeInfo(ctx, st, info)
+	}
 	if err != nil {
 		fs.logErr("lookup", l, err)
 		return Attr{}, err
 	}
 	kind := kindOf(info)
 	fs.deps.Meta.PutStat(l.cacheKey(), kind, info)
-	return entryAttr(kind, info), nil
+	return fs.entryAttr(kind, info), nil
 }
 
 // missedOften counts lookups in a directory that has no cached listing and
@@ -279,10 +385,10 @@ func (fs *FS) relist(ctx context.Context, dir Loc, old *meta.Listing) (*meta.Lis
 // in the bucket other than old names pending deletion.
 func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
-		return dirAttr, nil
+		return fs.dirAttrOf(ctx, l), nil
 	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok && e.Kind == meta.KindDir {
-		return dirAttr, nil
+		return fs.dirAttrOf(ctx, l), nil
 	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
@@ -297,5 +403,5 @@ func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
 		return Attr{}, syscall.ENOENT
 	}
 	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
-	return dirAttr, nil
+	return fs.dirAttrOf(ctx, l), nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ferry-fs/ferry/internal/cache/meta"
@@ -102,6 +103,9 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 			fs.logErr("readdir", l, err)
 			return nil, err
 		}
+		if pages == 1 && l.Key != "" && (len(page.Objects) == 0 || page.Objects[0].Key != prefix) {
+			fs.noMarker(l) // a marker is the first key below l
+		}
 		for _, o := range page.Objects {
 			name := strings.TrimPrefix(o.Key, prefix)
 			if !validName(name) {
@@ -151,6 +155,7 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 		})
 	}
 	ents = append(ents, dirty...) // a dirty file replaces its listed object
+	fs.markersAhead(st, l, ents)
 	return ents, nil
 }
 
@@ -174,7 +179,7 @@ func (fs *FS) dirtyEntries(l Loc, prefix string) []meta.DirEntry {
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
 			ents = append(ents, meta.DirEntry{Name: rest[:i], Kind: meta.KindDir})
 		} else if validName(rest) {
-			k := meta.KindFile
+			k := kindOfMode(f.Mode())
 			if f.Symlink() != "" {
 				k = meta.KindSymlink
 			}
@@ -216,8 +221,15 @@ func (fs *FS) noteRemoved(l Loc) {
 	}
 }
 
-// Mkdir creates the directory p as a marker object "p/".
+// Mkdir creates the directory p with mode 0755 (see MkdirMode).
 func (fs *FS) Mkdir(ctx context.Context, p string) error {
+	return fs.MkdirMode(ctx, p, 0o755)
+}
+
+// MkdirMode creates the directory p as a marker object "p/" whose
+// metadata holds the permission bits mode (the kernel applied the
+// umask), the caller as owner and the times.
+func (fs *FS) MkdirMode(ctx context.Context, p string, mode uint32) error {
 	l, err := Parse(p)
 	if err != nil {
 		return err
@@ -237,13 +249,21 @@ func (fs *FS) Mkdir(ctx context.Context, p string) error {
 	if err := fs.clearPending(ctx, st, l); err != nil {
 		return err
 	}
-	if _, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{}); err != nil {
+	c := fs.caller(ctx)
+	now := time.Now()
+	a := Attr{Kind: meta.KindDir, Mode: mode & 0o7777, Uid: c.Uid, Gid: c.Gid, Atime: now, Mtime: now, Ctime: now}
+	info, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{Metadata: markerMetadata(a)})
+	if err != nil {
 		fs.logErr("mkdir", l, err)
 		return err
 	}
+	fs.forgetDirs(l)
+	fs.setDirAttr(l, a)
 	fs.noteCreated(l, meta.KindDir)
 	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
+	fs.deps.Meta.PutStatWait(markerKey(l), meta.KindFile, info)
 	fs.deps.Meta.PutList(l.cacheKey(), nil)
+	fs.noteEntryChanged(l)
 	return nil
 }
 
@@ -285,6 +305,8 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 		return err
 	}
 	fs.noteRemoved(l)
+	fs.forgetDirs(l)
+	fs.noteEntryChanged(l)
 	return nil
 }
 

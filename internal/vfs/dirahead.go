@@ -20,6 +20,9 @@ const (
 	dirAheadN         = 8
 	dirAheadConc      = 4
 	dirAheadMaxParent = 10000
+	// markerAheadConc bounds the HEADs of directory markers fetched
+	// ahead (dirattr.go).
+	markerAheadConc = 8
 )
 
 // dirAhead runs the background listings. Its goroutines are owned by the
@@ -29,6 +32,7 @@ type dirAhead struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	sem    chan struct{} // listings in flight
+	msem   chan struct{} // marker HEADs in flight
 
 	// mu guards queued and closed; it is a leaf lock.
 	mu     sync.Mutex
@@ -38,7 +42,7 @@ type dirAhead struct {
 
 func newDirAhead() *dirAhead {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &dirAhead{ctx: ctx, cancel: cancel, sem: make(chan struct{}, dirAheadConc), queued: map[string]bool{}}
+	return &dirAhead{ctx: ctx, cancel: cancel, sem: make(chan struct{}, dirAheadConc), msem: make(chan struct{}, markerAheadConc), queued: map[string]bool{}}
 }
 
 // close cancels the listings in progress and waits for them.
@@ -99,7 +103,12 @@ func (fs *FS) listAhead(ctx context.Context, l Loc) {
 
 // start lists l with list in a goroutine unless it is queued already.
 func (a *dirAhead) start(l Loc, list func(context.Context, Loc)) {
-	key := l.cacheKey()
+	a.startKey(l.cacheKey(), a.sem, func(ctx context.Context) { list(ctx, l) })
+}
+
+// startKey runs fn in a goroutine, at most cap(sem) at once, unless work
+// of the same key is queued already.
+func (a *dirAhead) startKey(key string, sem chan struct{}, fn func(context.Context)) {
 	a.mu.Lock()
 	if a.closed || a.queued[key] {
 		a.mu.Unlock()
@@ -116,11 +125,11 @@ func (a *dirAhead) start(l Loc, list func(context.Context, Loc)) {
 			a.mu.Unlock()
 		}()
 		select {
-		case a.sem <- struct{}{}:
+		case sem <- struct{}{}:
 		case <-a.ctx.Done():
 			return
 		}
-		defer func() { <-a.sem }()
-		list(a.ctx, l)
+		defer func() { <-sem }()
+		fn(a.ctx)
 	}()
 }

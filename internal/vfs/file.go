@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/ferry-fs/ferry/internal/cache/block"
 	"github.com/ferry-fs/ferry/internal/cache/meta"
@@ -76,6 +75,9 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		if f.Symlink() != "" {
 			return nil, syscall.ELOOP
 		}
+		if f.Mode()&syscall.S_IFMT != 0 {
+			return nil, syscall.ENXIO // a special file: the kernel opens it itself
+		}
 		f.Acquire()
 		if fl.Write && fl.Trunc {
 			if err := f.Truncate(0); err != nil {
@@ -94,11 +96,13 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		return nil, syscall.EISDIR
 	case meta.KindSymlink:
 		return nil, syscall.ELOOP
+	case meta.KindFifo, meta.KindSocket, meta.KindChar, meta.KindBlock:
+		return nil, syscall.ENXIO // the kernel opens these itself
 	}
 	if fl.Write {
 		var f *writeback.File
 		if fl.Trunc || info.Size == 0 {
-			f, err = fs.deps.Writeback.Create(t, modeOf(info))
+			f, err = fs.deps.Writeback.CreateWith(t, keptAttrs(info, fl.Trunc))
 		} else {
 			f, err = fs.deps.Writeback.OpenBase(ctx, t, info)
 		}
@@ -120,7 +124,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 	fs.mu.Unlock()
 	ref := block.Ref{Store: st, StoreID: l.Scheme + "/" + l.Bucket, Key: l.Key, Version: info.Version, Size: info.Size}
 	rd := fs.deps.Blocks.Open(ref)
-	return fs.newHandle(&Handle{loc: l, rd: rd, ref: ref, attr: entryAttr(meta.KindFile, info), KeepCache: keep, Size: info.Size}), nil
+	return fs.newHandle(&Handle{loc: l, rd: rd, ref: ref, attr: fs.entryAttr(meta.KindFile, info), KeepCache: keep, Size: info.Size}), nil
 }
 
 // newHandle completes h and registers it under its name.
@@ -128,11 +132,6 @@ func (fs *FS) newHandle(h *Handle) *Handle {
 	h.fs = fs
 	fs.track(h)
 	return h
-}
-
-func modeOf(info objstore.ObjectInfo) uint32 {
-	a := entryAttr(meta.KindFile, info)
-	return a.Mode
 }
 
 // revalidate implements close-to-open: a fresh stat-cache entry is
@@ -145,7 +144,7 @@ func (fs *FS) revalidate(ctx context.Context, l Loc) (objstore.ObjectInfo, meta.
 	// object (an empty one may be a symlink).
 	par, name := l.parent()
 	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
-		if e, found := ls.Has(name); found && e.Kind == meta.KindFile && e.Info.Size > 0 && e.Info.Version != "" {
+		if e, found := ls.Has(name); found && e.Kind == meta.KindFile && !maybeNode(e.Info) && e.Info.Version != "" {
 			return e.Info, meta.KindFile, nil
 		}
 	}
@@ -188,12 +187,13 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	if _, err := fs.store(ctx, l); err != nil {
 		return nil, err
 	}
-	f, err := fs.deps.Writeback.Create(l.target(), mode)
+	f, err := fs.deps.Writeback.CreateWith(l.target(), fs.newAttrs(ctx, mode))
 	if err != nil {
 		return nil, err
 	}
 	f.Acquire()
 	fs.noteCreated(l, meta.KindFile)
+	fs.noteEntryChanged(l)
 	return fs.newHandle(&Handle{loc: l, wf: f}), nil
 }
 
@@ -349,64 +349,4 @@ func (h *Handle) Release() error {
 		return h.wf.Release()
 	}
 	return nil
-}
-
-// Setattr changes size, mode or mtime of p.
-type SetAttr struct {
-	Size  *int64
-	Mode  *uint32
-	Mtime *time.Time
-}
-
-// Setattr applies s to the file p (through h when the caller has it open).
-func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr, error) {
-	if h != nil && h.wf != nil {
-		return setFileAttr(h.wf, s)
-	}
-	if h != nil {
-		l, linked := h.where()
-		if !linked {
-			// An unlinked file open read-only: nothing to change.
-			return h.attr, nil
-		}
-		p = l.String()
-	}
-	l, err := Parse(p)
-	if err != nil {
-		return Attr{}, err
-	}
-	if l.Key == "" {
-		return fs.getattr(ctx, l)
-	}
-	f := fs.deps.Writeback.Get(l.target())
-	if f == nil && s.Size != nil {
-		// Truncating a clean object makes it dirty.
-		hh, err := fs.Open(ctx, p, OpenFlags{Write: true, Trunc: *s.Size == 0})
-		if err != nil {
-			return Attr{}, err
-		}
-		defer hh.Release()
-		f = hh.wf
-	}
-	if f == nil {
-		// A clean object: accept mode and times without rewriting it.
-		return fs.getattr(ctx, l)
-	}
-	return setFileAttr(f, s)
-}
-
-// setFileAttr applies s to the dirty file f.
-func setFileAttr(f *writeback.File, s SetAttr) (Attr, error) {
-	if s.Size != nil {
-		if err := f.Truncate(*s.Size); err != nil {
-			return Attr{}, err
-		}
-	}
-	if s.Mode != nil {
-		f.SetMode(*s.Mode)
-	}
-	if s.Mtime != nil {
-		f.SetModTime(*s.Mtime)
-	}
-	return fileAttr(f), nil
 }

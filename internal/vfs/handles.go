@@ -73,10 +73,12 @@ func (fs *FS) adoptAt(l Loc, f *writeback.File) {
 // else the name's attributes while the file still has its name, else
 // the attributes the file had when it was opened (it was unlinked).
 func (h *Handle) Attr(ctx context.Context) (Attr, error) {
-	if f := h.dirty(); f != nil {
-		return fileAttr(f), nil
-	}
 	l, linked := h.where()
+	if f := h.dirty(); f != nil {
+		a := h.fs.fileAttr(f)
+		a.Unlinked = !linked
+		return a, nil
+	}
 	if linked {
 		a, err := h.fs.getattr(ctx, l)
 		switch {
@@ -86,7 +88,9 @@ func (h *Handle) Attr(ctx context.Context) (Attr, error) {
 			return Attr{}, err
 		}
 	}
-	return h.attr, nil
+	a := h.attr
+	a.Unlinked = !linked
+	return a, nil
 }
 
 // track registers an open handle under its name.

@@ -2,10 +2,14 @@ package vfs
 
 import (
 	"context"
+	"maps"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ferry-fs/ferry/internal/cache/meta"
+	"github.com/ferry-fs/ferry/internal/writeback"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
@@ -64,10 +68,13 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 	}
 	fs.noteRemoved(l)
 	fs.deps.Meta.PutNegative(l.cacheKey())
+	fs.noteEntryChanged(l)
 	return nil
 }
 
-// Symlink creates the symlink p pointing at target.
+// Symlink creates the symlink p pointing at target, owned by the caller.
+// Any target up to PATH_MAX is kept (in the object's body when metadata
+// cannot hold it: see writeback.SymlinkBody).
 func (fs *FS) Symlink(ctx context.Context, p, target string) error {
 	l, err := Parse(p)
 	if err != nil {
@@ -76,13 +83,17 @@ func (fs *FS) Symlink(ctx context.Context, p, target string) error {
 	if l.Key == "" {
 		return syscall.EPERM
 	}
+	if err := writeback.ValidSymlinkTarget(target); err != nil {
+		return err
+	}
 	if _, err := fs.getattr(ctx, l); err == nil {
 		return syscall.EEXIST
 	}
-	if err := fs.deps.Writeback.Symlink(l.target(), target); err != nil {
+	if err := fs.deps.Writeback.Node(l.target(), target, fs.newAttrs(ctx, 0o777)); err != nil {
 		return err
 	}
 	fs.noteCreated(l, meta.KindSymlink)
+	fs.noteEntryChanged(l)
 	return nil
 }
 
@@ -104,6 +115,18 @@ func (fs *FS) Readlink(ctx context.Context, p string) (string, error) {
 	}
 	if kind != meta.KindSymlink {
 		return "", syscall.EINVAL
+	}
+	if _, ok := info.Metadata[SymlinkMeta]; !ok {
+		// The target is the object's body (cached entries have it).
+		st, err := fs.store(ctx, l)
+		if err != nil {
+			return "", err
+		}
+		if info, err = fs.completeInfo(ctx, st, info); err != nil {
+			fs.logErr("readlink", l, err)
+			return "", err
+		}
+		fs.deps.Meta.PutStat(l.cacheKey(), kind, info)
 	}
 	return info.Metadata[SymlinkMeta], nil
 }
@@ -184,6 +207,11 @@ func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error
 	fs.deps.Meta.ForgetList(src.cacheKey())
 	fs.noteCreated(dst, a.Kind)
 	fs.deps.Meta.ForgetList(dst.cacheKey())
+	if a.Kind == meta.KindDir {
+		fs.moveDirs(src, dst)
+	}
+	fs.noteEntryChanged(src)
+	fs.noteEntryChanged(dst)
 	return nil
 }
 
@@ -226,13 +254,38 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 	if err := wb.Detach(ctx, dst.target()); err != nil {
 		return err
 	}
-	info, err := st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{})
+	info, err := fs.copyRenamed(ctx, st, src, dst)
 	if err != nil {
 		return err
 	}
 	info.Key = dst.Key
 	fs.moveHandles(src, dst, map[string]objstore.ObjectInfo{src.Key: info})
 	return fs.deleteKey(ctx, st, src)
+}
+
+// copyRenamed copies the clean object src to dst for a rename, with its
+// change time set to now (the rename changed it), as POSIX file systems
+// do. When the object changed since its metadata was read, it is copied
+// with the metadata it has.
+func (fs *FS) copyRenamed(ctx context.Context, st objstore.Store, src, dst Loc) (objstore.ObjectInfo, error) {
+	cur, err := st.Stat(ctx, src.Key)
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	md := maps.Clone(cur.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	delete(md, writeback.MetaUpload)
+	md[writeback.MetaCtime] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	if _, ok := md[writeback.MetaMtime]; !ok && !cur.ModTime.IsZero() {
+		md[writeback.MetaMtime] = strconv.FormatInt(cur.ModTime.UnixNano(), 10) // it keeps its mtime
+	}
+	info, err := st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{IfVersion: cur.Version, Metadata: md})
+	if errIs(err, objstore.ErrPrecondition) {
+		return st.Copy(ctx, src.Key, dst.Key, objstore.CopyOptions{})
+	}
+	return info, err
 }
 
 // deleteKey deletes the object at l once no upload of ours can land on it
@@ -299,9 +352,16 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 		fs.deps.Meta.Forget(dst.Scheme + "/" + dst.Bucket + "/" + strings.TrimSuffix(nk, "/"))
 	}
 	fs.moveHandles(src, dst, nil)
-	// Keep the moved directory visible even if it had no marker.
-	if _, err := st.Put(ctx, dp, emptyReader{}, 0, objstore.PutOptions{}); err != nil {
-		return err
+	// Keep the moved directory visible even if it had no marker (a
+	// marker was copied with its metadata).
+	marker := false
+	for _, o := range objs {
+		marker = marker || o.Key == sp
+	}
+	if !marker {
+		if _, err := st.Put(ctx, dp, emptyReader{}, 0, objstore.PutOptions{}); err != nil {
+			return err
+		}
 	}
 	fs.deps.Meta.Clear() // names below both trees changed
 	return nil
@@ -314,10 +374,11 @@ func (fs *FS) Link(context.Context, string, string) error { return syscall.ENOTS
 type Statfs struct {
 	Blocks, Bfree, Files, Ffree uint64
 	Bsize                       uint32
+	NameMax                     uint32 // the longest name ferry accepts
 }
 
 // StatFS returns the figures df shows.
 func (fs *FS) StatFS() Statfs {
 	const huge = 1 << 50
-	return Statfs{Blocks: huge / 4096, Bfree: huge / 4096, Files: 1 << 40, Ffree: 1 << 40, Bsize: 4096}
+	return Statfs{Blocks: huge / 4096, Bfree: huge / 4096, Files: 1 << 40, Ffree: 1 << 40, Bsize: 4096, NameMax: NameMax}
 }

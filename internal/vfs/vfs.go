@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -44,6 +45,8 @@ type Deps struct {
 
 // Options tune an FS.
 type Options struct {
+	// Uid and Gid own what has no owner of its own (bucket roots, objects
+	// written by other tools); both zero: the process's user and group.
 	Uid, Gid uint32
 	// BucketTTL is how long a bucket's existence is trusted.
 	BucketTTL time.Duration
@@ -67,6 +70,15 @@ type FS struct {
 	open map[string]map[*Handle]struct{}
 
 	ahead *dirAhead // background listings of a directory walk (dirahead.go)
+
+	start time.Time // the mount's start: the times of directories without any
+
+	// dmu guards dirs, directory attributes this mount knows beyond the
+	// markers, and mflight, the marker HEADs in flight (dirattr.go). A
+	// leaf lock.
+	dmu     sync.Mutex
+	dirs    map[string]*dirState
+	mflight map[string]chan struct{}
 }
 
 type missCount struct {
@@ -87,7 +99,11 @@ func New(opts Options, deps Deps) *FS {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead()}
+	if opts.Uid == 0 && opts.Gid == 0 {
+		opts.Uid, opts.Gid = uint32(os.Getuid()), uint32(os.Getgid())
+	}
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(),
+		start: time.Now(), dirs: map[string]*dirState{}, mflight: map[string]chan struct{}{}}
 }
 
 // Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme

@@ -19,6 +19,10 @@ const (
 	KindFile
 	KindDir
 	KindSymlink
+	KindFifo   // special files: only their metadata tells them
+	KindSocket // from files (see vfs)
+	KindChar
+	KindBlock
 )
 
 // Entry is a cached stat result.
@@ -165,6 +169,13 @@ func (c *Cache) PutStat(key string, kind Kind, info objstore.ObjectInfo) {
 		return
 	}
 	c.stats.SetWithTTL(key, &Entry{Kind: kind, Info: info, Expires: c.cfg.Now().Add(c.cfg.StatTTL)}, 1, c.cfg.StatTTL)
+}
+
+// PutStatWait is PutStat whose entry Stat sees once it returns (a
+// PutStat may show a moment later: the cache buffers its writes).
+func (c *Cache) PutStatWait(key string, kind Kind, info objstore.ObjectInfo) {
+	c.PutStat(key, kind, info)
+	c.stats.Wait()
 }
 
 // PutNegative caches "no such name".

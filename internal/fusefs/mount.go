@@ -109,13 +109,19 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		// stacked upon.
 		MaxStackDepth: 2,
 	}
+	if opts.AllowOther {
+		// Other users see the mount: the kernel checks their access
+		// against each name's mode and owner (ferry's own user, when it
+		// is not root, too).
+		mo.Options = append(mo.Options, "default_permissions")
+	}
 	fsOpts := &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &opts.EntryTimeout,
 		AttrTimeout:     &opts.AttrTimeout,
 		NegativeTimeout: &neg,
-		UID:             uint32(os.Getuid()),
-		GID:             uint32(os.Getgid()),
+		// Modes and owners are vfs's, as they are (mode 0 included).
+		NullPermissions: true,
 	}
 	srv, err := fuse.NewServer(newRawFS(root, fsOpts, pt), dir, &fsOpts.MountOptions)
 	if err != nil {

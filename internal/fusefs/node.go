@@ -49,7 +49,17 @@ var (
 	_ fs.NodeReadlinker = (*node)(nil)
 	_ fs.NodeLinker     = (*node)(nil)
 	_ fs.NodeStatfser   = (*node)(nil)
+	_ fs.NodeMknoder    = (*node)(nil)
 )
+
+// withCaller returns ctx carrying the calling process's user and group
+// for vfs (the owner of what it creates).
+func withCaller(ctx context.Context) context.Context {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return vfs.WithCaller(ctx, vfs.Caller{Uid: c.Uid, Gid: c.Gid})
+	}
+	return ctx
+}
 
 // path returns the node's mount-relative path, and false when the node
 // has no name any more (it was unlinked, or a rename replaced it).
@@ -110,25 +120,44 @@ func modeType(k vfs.Kind) uint32 {
 		return syscall.S_IFDIR
 	case vfs.KindSymlink:
 		return syscall.S_IFLNK
+	case vfs.KindFifo:
+		return syscall.S_IFIFO
+	case vfs.KindSocket:
+		return syscall.S_IFSOCK
+	case vfs.KindChar:
+		return syscall.S_IFCHR
+	case vfs.KindBlock:
+		return syscall.S_IFBLK
 	}
 	return syscall.S_IFREG
 }
 
+// fillAttr fills out from a. st_nlink is 1 (0 once unlinked), for
+// directories too: ferry does not count subdirectories (as btrfs).
 func fillAttr(a vfs.Attr, out *fuse.Attr) {
 	out.Mode = modeType(a.Kind) | (a.Mode & 0o7777)
 	out.Size = uint64(a.Size)
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
 	out.Nlink = 1
+	if a.Unlinked {
+		out.Nlink = 0
+	}
 	if a.Kind == vfs.KindDir {
-		out.Nlink = 2
 		out.Size = 4096
 	}
-	mt := a.Mtime
-	if mt.IsZero() {
-		mt = startTime
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
+	at, mt, ct := orStart(a.Atime), orStart(a.Mtime), orStart(a.Ctime)
+	out.SetTimes(&at, &mt, &ct)
+}
+
+// orStart is t, or the mount's start time for an unknown time.
+func orStart(t time.Time) time.Time {
+	if t.IsZero() {
+		return startTime
 	}
-	out.SetTimes(&mt, &mt, &mt)
+	return t
 }
 
 var startTime = time.Now()
@@ -196,6 +225,15 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if mt, ok := in.GetMTime(); ok {
 		s.Mtime = &mt
 	}
+	if at, ok := in.GetATime(); ok {
+		s.Atime = &at
+	}
+	if uid, ok := in.GetUID(); ok {
+		s.Uid = &uid
+	}
+	if gid, ok := in.GetGID(); ok {
+		s.Gid = &gid
+	}
 	var h *vfs.Handle
 	p, linked := n.path()
 	if hh := n.handleOf(fh); hh != nil && (fh != nil || !linked) {
@@ -258,11 +296,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if !ok {
 		return nil, nil, 0, syscall.ENOENT
 	}
-	h, err := n.v.Create(ctx, p, mode&0o7777, vfs.FlagsFrom(flags))
+	h, err := n.v.Create(withCaller(ctx), p, mode&0o7777, vfs.FlagsFrom(flags))
 	if err != nil {
 		return nil, nil, 0, vfs.Errno(err)
 	}
-	a := vfs.Attr{Kind: vfs.KindFile, Mode: mode & 0o7777, Mtime: time.Now()}
+	a, _ := h.Attr(ctx) // the new file's: no error
 	ino, ch := n.newChild(ctx, a, out)
 	fh := &handle{h: h, m: n.m, n: ch, write: true}
 	return ino, fh, ch.attach(ctx, fh, 0), 0
@@ -275,11 +313,43 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	if err := n.v.Mkdir(ctx, p); err != nil {
+	if err := n.v.MkdirMode(withCaller(ctx), p, mode&0o7777); err != nil {
 		return nil, vfs.Errno(err)
 	}
-	ino, _ := n.newChild(ctx, vfs.Attr{Kind: vfs.KindDir, Mode: 0o755}, out)
+	return n.newCreated(ctx, p, vfs.KindDir, out)
+}
+
+// newCreated returns the node of p, a name just created (of kind k).
+func (n *node) newCreated(ctx context.Context, p string, k vfs.Kind, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	a, err := n.v.Getattr(ctx, p)
+	if err != nil {
+		return nil, vfs.Errno(err)
+	}
+	if a.Kind != k {
+		return nil, syscall.EIO // replaced meanwhile by another client
+	}
+	ino, _ := n.newChild(ctx, a, out)
 	return ino, 0
+}
+
+// Mknod creates a regular file, FIFO, socket or device (an empty object
+// whose metadata holds its type).
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.obs("mknod", time.Now(), &errno)
+	p, ok := n.childPath(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	if err := n.v.Mknod(withCaller(ctx), p, mode, dev); err != nil {
+		return nil, vfs.Errno(err)
+	}
+	k := vfs.KindFile
+	for _, c := range []vfs.Kind{vfs.KindFifo, vfs.KindSocket, vfs.KindChar, vfs.KindBlock} {
+		if modeType(c) == mode&syscall.S_IFMT {
+			k = c
+		}
+	}
+	return n.newCreated(ctx, p, k, out)
 }
 
 // Rmdir removes an empty directory.
@@ -325,12 +395,10 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	if err := n.v.Symlink(ctx, p, target); err != nil {
+	if err := n.v.Symlink(withCaller(ctx), p, target); err != nil {
 		return nil, vfs.Errno(err)
 	}
-	a := vfs.Attr{Kind: vfs.KindSymlink, Size: int64(len(target)), Symlink: target, Mode: 0o777, Mtime: time.Now()}
-	ino, _ := n.newChild(ctx, a, out)
-	return ino, 0
+	return n.newCreated(ctx, p, vfs.KindSymlink, out)
 }
 
 // Readlink reads a symlink.
@@ -370,12 +438,13 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return nil, syscall.ENOTSUP
 }
 
-// Statfs reports constant large figures.
+// Statfs reports constant large figures, and the name length ferry
+// accepts.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	s := n.v.StatFS()
 	out.Blocks, out.Bfree, out.Bavail = s.Blocks, s.Bfree, s.Bfree
 	out.Files, out.Ffree = s.Files, s.Ffree
 	out.Bsize, out.Frsize = s.Bsize, s.Bsize
-	out.NameLen = 1024
+	out.NameLen = s.NameMax
 	return 0
 }

@@ -19,7 +19,8 @@ type Store interface {
 	// io.EOF) when the body is cut before the promised length.
 	NewReader(ctx context.Context, key string, off, length int64, opts ReadOptions) (Reader, error)
 	// List returns one page of keys in lexical order. With Delimiter "/",
-	// keys below the next "/" after Prefix fold into Prefixes.
+	// keys below the next "/" after Prefix fold into Prefixes. Objects
+	// carry their user metadata when Caps().ListMetadata.
 	List(ctx context.Context, opts ListOptions) (ListPage, error)
 	// Put uploads size bytes from src as one object.
 	Put(ctx context.Context, key string, src io.ReaderAt, size int64, opts PutOptions) (ObjectInfo, error)
@@ -149,7 +150,10 @@ type Caps struct {
 	MaxParts      int
 	CopyPart      bool // Upload.CopyPart works
 	Metadata      bool // user metadata is stored
-	Tags          bool // object tags are stored
+	// ListMetadata: List fills ObjectInfo.Metadata as Stat does (GCS,
+	// Azure); without it a listing carries none (S3).
+	ListMetadata bool
+	Tags         bool // object tags are stored
 }
 
 // ListAll pages through a listing and returns every object and prefix.

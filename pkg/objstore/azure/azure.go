@@ -244,6 +244,7 @@ func (s *Store) Caps() objstore.Caps {
 		MaxParts:      MaxBlocks,
 		CopyPart:      s.sharedKey,
 		Metadata:      true,
+		ListMetadata:  true,
 		Tags:          false,
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
+// listInclude makes listings carry each blob's metadata (see
+// objstore.Caps.ListMetadata).
+var listInclude = container.ListBlobsInclude{Metadata: true}
+
 // List returns one page of at most opts.MaxKeys blobs and prefixes
 // (default and ceiling 5000). Blobs that only have uncommitted blocks (a
 // multipart upload in progress) are not listed. Errors wrap
@@ -32,7 +36,7 @@ func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.L
 	}
 	if opts.Delimiter != "" {
 		resp, err := s.cont.NewListBlobsHierarchyPager(opts.Delimiter, &container.ListBlobsHierarchyOptions{
-			Prefix: prefix, Marker: marker, MaxResults: &maxResults,
+			Prefix: prefix, Marker: marker, MaxResults: &maxResults, Include: listInclude,
 		}).NextPage(ctx)
 		if err != nil {
 			return objstore.ListPage{}, s.wrap("List", opts.Prefix, bucketScope, err)
@@ -43,7 +47,7 @@ func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.L
 		seg.next = resp.NextMarker
 	} else {
 		resp, err := s.cont.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
-			Prefix: prefix, Marker: marker, MaxResults: &maxResults,
+			Prefix: prefix, Marker: marker, MaxResults: &maxResults, Include: listInclude,
 		}).NextPage(ctx)
 		if err != nil {
 			return objstore.ListPage{}, s.wrap("List", opts.Prefix, bucketScope, err)

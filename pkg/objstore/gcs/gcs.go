@@ -156,6 +156,7 @@ func (s *Store) Caps() objstore.Caps {
 		MaxParts:      MaxParts,
 		CopyPart:      false,
 		Metadata:      true,
+		ListMetadata:  true,
 		Tags:          false,
 	}
 }

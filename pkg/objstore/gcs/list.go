@@ -11,8 +11,9 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
-// listAttrs are the attributes a listing fetches.
-var listAttrs = []string{"Name", "Size", "Updated", "Generation"}
+// listAttrs are the attributes a listing fetches (user metadata too:
+// see objstore.Caps.ListMetadata).
+var listAttrs = []string{"Name", "Size", "Updated", "Generation", "Metadata"}
 
 // List returns one page of at most opts.MaxKeys objects and prefixes
 // (default 1000). Objects and prefixes of in-progress multipart uploads

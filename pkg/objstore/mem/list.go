@@ -55,7 +55,11 @@ func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.L
 		if isPrefix {
 			page.Prefixes = append(page.Prefixes, name)
 		} else {
-			page.Objects = append(page.Objects, s.objects[k].publicInfo())
+			info := s.objects[k].publicInfo()
+			if s.opts.NoListMetadata {
+				info.Metadata = nil
+			}
+			page.Objects = append(page.Objects, info)
 		}
 		last = name
 		n++

@@ -39,6 +39,9 @@ type Options struct {
 	// Now returns the time stamped as ModTime; default time.Now. Tests pass
 	// a fake clock.
 	Now func() time.Time
+	// NoListMetadata makes listings carry no user metadata, as on S3
+	// (Caps.ListMetadata false).
+	NoListMetadata bool
 }
 
 // object is one stored object. data is never mutated after it is stored:
@@ -99,6 +102,7 @@ func (s *Store) Caps() objstore.Caps {
 		MaxParts:      maxParts,
 		CopyPart:      true,
 		Metadata:      true,
+		ListMetadata:  !s.opts.NoListMetadata,
 		Tags:          true,
 	}
 }

@@ -16,6 +16,29 @@ func listCases() []testCase {
 		{name: "ListPagination", run: testListPagination},
 		{name: "ListEmpty", run: testListEmpty},
 		{name: "ListVersionMatchesStat", run: testListVersion},
+		{name: "ListMetadata", run: testListMetadata},
+	}
+}
+
+// testListMetadata: a store whose Caps say ListMetadata lists each
+// object with the user metadata Stat returns.
+func testListMetadata(t *testing.T, e *env) {
+	if !e.s.Caps().ListMetadata {
+		t.Skip("listings carry no metadata on this backend")
+	}
+	md := map[string]string{"ferry-mode": "10644", "x-other": "v"}
+	e.put(t, "lm/k", []byte("x"), objstore.PutOptions{Metadata: md})
+	e.put(t, "lm/d/", nil, objstore.PutOptions{Metadata: md})
+	page, err := e.s.List(e.ctx, objstore.ListOptions{Prefix: "lm/", Delimiter: "/"})
+	if err != nil || len(page.Objects) != 1 {
+		t.Fatalf("List: %v %v", page.Objects, err)
+	}
+	if got := page.Objects[0].Metadata; !maps.Equal(got, md) {
+		t.Errorf("listed metadata %v, want %v", got, md)
+	}
+	page, err = e.s.List(e.ctx, objstore.ListOptions{Prefix: "lm/d/", Delimiter: "/"})
+	if err != nil || len(page.Objects) != 1 || !maps.Equal(page.Objects[0].Metadata, md) {
+		t.Errorf("List of a marker: %v %v", page.Objects, err)
 	}
 }
 

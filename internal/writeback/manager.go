@@ -81,6 +81,8 @@ type Manager struct {
 	// (see Config.OrderLast).
 	lastOK bool
 
+	uploaded uploadedSet // the last upload of each target (see Uploaded)
+
 	uploadedBytes, uploadedObjects, retries, failures atomic.Int64
 }
 
@@ -326,6 +328,7 @@ func (m *Manager) scanUnderLocked(scheme, bucket, prefix string) bool {
 // its staging data and record deleted. Handles still open keep working on
 // the unlinked data. The caller deletes any object stored at t.
 func (m *Manager) Remove(t Target) {
+	m.uploaded.forget(t)
 	m.mu.Lock()
 	f := m.files[t]
 	if f != nil {

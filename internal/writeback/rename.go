@@ -21,6 +21,7 @@ func (m *Manager) Rename(from, to Target) error {
 	if !from.sameBucket(to) || to.Key == "" {
 		return syscall.EXDEV
 	}
+	m.uploaded.forget(from)
 	f := m.lockForRename(from)
 	if f == nil {
 		return syscall.ENOENT

@@ -353,6 +353,7 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed 
 	}
 	f.durableGen = max(f.durableGen, snap.gen)
 	f.version = info.Version
+	f.m.uploaded.note(snap.target, info.Version, snap.md)
 	if f.hasData {
 		f.rebaseLocked(snap, info)
 	}

@@ -111,15 +111,15 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		switch {
 		case !found:
 			return Attr{}, syscall.ENOENT
-		case found && e.Kind == meta.KindDir:
+		case e.Kind == meta.KindDir:
 			return fs.dirAttrOf(ctx, l), nil
-		case found && e.Kind == meta.KindFile && !maybeNode(e.Info) && e.Info.Version != "":
-			return fs.entryAttr(meta.KindFile, e.Info), nil
-		case found && e.Kind != meta.KindDir:
-			// Listed as a file (so no directory shadows it): one HEAD
-			// tells its size and whether it is a symlink.
-			return fs.statFile(ctx, l)
 		}
+		if a, ok := fs.listedAttr(ctx, l, e); ok {
+			return a, nil
+		}
+		// Listed as an object (so no directory shadows it): one HEAD
+		// tells its size, kind and attributes.
+		return fs.statFile(ctx, l)
 	}
 	a, err := fs.remoteAttr(ctx, l)
 	if err != nil {
@@ -182,7 +182,7 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 	}
 	if statErr == nil {
 		kind := kindOf(info)
-		fs.deps.Meta.PutStat(ck, kind, info)
+		fs.putStat(l, kind, info)
 		return fs.entryAttr(kind, info), nil
 	}
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
@@ -325,7 +325,7 @@ func (fs *FS) statFile(ctx context.Context, l Loc) (Attr, error) {
 		return Attr{}, err
 	}
 	kind := kindOf(info)
-	fs.deps.Meta.PutStat(l.cacheKey(), kind, info)
+	fs.putStat(l, kind, info)
 	return fs.entryAttr(kind, info), nil
 }
 

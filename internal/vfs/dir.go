@@ -93,6 +93,7 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 	dirty := fs.dirtyEntries(l, prefix)
 	pending := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)
 	var ents []meta.DirEntry
+	listMeta := st.Caps().ListMetadata
 	opts := objstore.ListOptions{Prefix: prefix, Delimiter: "/"}
 	for pages := 1; ; pages++ {
 		if maxPages > 0 && pages > maxPages {
@@ -114,7 +115,11 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 				}
 				continue
 			}
-			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindFile, Info: o})
+			k := meta.KindFile
+			if listMeta {
+				k = kindOf(o) // else only a HEAD tells
+			}
+			ents = append(ents, meta.DirEntry{Name: name, Kind: k, Info: o})
 		}
 		for _, pf := range page.Prefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(pf, prefix), "/")
@@ -197,6 +202,7 @@ func validName(n string) bool {
 // noteCreated patches cached state after a name appeared at l.
 func (fs *FS) noteCreated(l Loc, kind meta.Kind) {
 	fs.deps.Meta.Forget(l.cacheKey())
+	fs.forgetKnown(l)
 	par, name := l.parent()
 	fs.deps.Meta.AddEntry(par.cacheKey(), meta.DirEntry{Name: name, Kind: kind})
 	// Ancestors that were only implied by keys may now exist.
@@ -211,6 +217,7 @@ func (fs *FS) noteCreated(l Loc, kind meta.Kind) {
 // noteRemoved patches cached state after the name at l went away.
 func (fs *FS) noteRemoved(l Loc) {
 	fs.deps.Meta.Forget(l.cacheKey())
+	fs.forgetKnown(l)
 	fs.deps.Meta.ForgetList(l.cacheKey())
 	par, name := l.parent()
 	fs.deps.Meta.RemoveEntry(par.cacheKey(), name)
@@ -255,7 +262,7 @@ func (fs *FS) MkdirMode(ctx context.Context, p string, mode uint32) error {
 	info, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{Metadata: markerMetadata(a)})
 	if err != nil {
 		fs.logErr("mkdir", l, err)
-		return err
+		return nameRefused(err)
 	}
 	fs.forgetDirs(l)
 	fs.setDirAttr(l, a)

@@ -301,10 +301,22 @@ func (fs *FS) setattrDir(ctx context.Context, l Loc, s SetAttr) (Attr, error) {
 		info, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{Metadata: markerMetadata(a)})
 		if err != nil {
 			fs.logErr("setattr", l, err)
-			return Attr{}, err
+			return Attr{}, nameRefused(err)
 		}
 		fs.deps.Meta.PutStatWait(markerKey(l), meta.KindFile, info)
 	}
 	fs.setDirAttr(l, a)
 	return a, nil
+}
+
+// nameRefused turns the store's refusal of a marker's key as a name
+// (MinIO stores "dir/" as the name plus a 9-byte suffix, so a directory
+// name over 246 bytes is refused there) into ENAMETOOLONG; the caller
+// logged err.
+func nameRefused(err error) error {
+	var oe *objstore.Error
+	if errAs(err, &oe) && oe.Status == 400 && (strings.Contains(oe.Code, "ObjectName") || strings.Contains(oe.Code, "KeyTooLong")) {
+		return syscall.ENAMETOOLONG
+	}
+	return err
 }

@@ -126,7 +126,7 @@ func (fs *FS) Readlink(ctx context.Context, p string) (string, error) {
 			fs.logErr("readlink", l, err)
 			return "", err
 		}
-		fs.deps.Meta.PutStat(l.cacheKey(), kind, info)
+		fs.putStat(l, kind, info)
 	}
 	return info.Metadata[SymlinkMeta], nil
 }

@@ -309,3 +309,72 @@ func TestStatfsNameMax(t *testing.T) {
 		t.Errorf("mkdir of a %d-byte name: %v, want ENAMETOOLONG", NameMax+1, err)
 	}
 }
+
+// TestListedAttrs: lookups answered by a listing show each object's own
+// attributes where listings carry metadata (GCS, Azure); where they do
+// not (S3), those of objects this mount uploaded or stat'ed, ferry's
+// defaults for others, or (ExactAttrs) a HEAD's.
+func TestListedAttrs(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		noListMeta bool
+		exact      bool
+		wantRemote uint32 // mode of a file from an earlier mount, after a listing
+	}{
+		{name: "list-metadata", wantRemote: 0o700},
+		{name: "no-list-metadata", noListMeta: true, wantRemote: 0o644},
+		{name: "no-list-metadata-exact", noListMeta: true, exact: true, wantRemote: 0o700},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newMatEnv(t, mem.Options{NoListMetadata: tt.noListMeta})
+			bg := context.Background()
+			ctx := WithCaller(bg, Caller{Uid: 1000, Gid: 1000})
+			h, err := e.fs.Create(ctx, "s3/bkt/d/f", 0o700, OpenFlags{Write: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Write([]byte("x"), 0)
+			h.Release()
+			if err := e.fs.Symlink(ctx, "s3/bkt/d/l", "f"); err != nil {
+				t.Fatal(err)
+			}
+			e.drain()
+			e.fs.deps.Meta.Clear()
+			if _, err := e.fs.Readdir(bg, "s3/bkt/d"); err != nil {
+				t.Fatal(err)
+			}
+			if a := mustAttr(t, e.fs, "s3/bkt/d/f"); a.Mode != 0o700 || a.Uid != 1000 {
+				t.Errorf("uploaded by this mount, after a listing: mode %o uid %d", a.Mode, a.Uid)
+			}
+			fs2 := e.remount()
+			fs2.opts.ExactAttrs = tt.exact
+			ents, err := fs2.Readdir(bg, "s3/bkt/d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := mustAttr(t, fs2, "s3/bkt/d/f"); a.Mode != tt.wantRemote {
+				t.Errorf("after a remount and a listing: mode %o, want %o", a.Mode, tt.wantRemote)
+			}
+			if a := mustAttr(t, fs2, "s3/bkt/d/l"); a.Kind != KindSymlink {
+				t.Errorf("symlink after a listing: kind %v", a.Kind)
+			}
+			for _, d := range ents {
+				if want := !tt.noListMeta; d.Name == "l" && (d.Kind == KindSymlink) != want {
+					t.Errorf("readdir shows l as kind %v", d.Kind)
+				}
+			}
+			// A HEAD's metadata answers later listing lookups.
+			fs2.deps.Meta.Clear()
+			if a := mustAttr(t, fs2, "s3/bkt/d/f"); a.Mode != 0o700 {
+				t.Errorf("stat: mode %o", a.Mode)
+			}
+			fs2.deps.Meta.Forget("s3/bkt/d/f")
+			if _, err := fs2.Readdir(bg, "s3/bkt/d"); err != nil {
+				t.Fatal(err)
+			}
+			if a := mustAttr(t, fs2, "s3/bkt/d/f"); a.Mode != 0o700 {
+				t.Errorf("after a HEAD and a listing: mode %o", a.Mode)
+			}
+		})
+	}
+}

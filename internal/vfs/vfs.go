@@ -50,6 +50,11 @@ type Options struct {
 	Uid, Gid uint32
 	// BucketTTL is how long a bucket's existence is trusted.
 	BucketTTL time.Duration
+	// ExactAttrs: every object's attributes are its own, never ferry's
+	// defaults: a lookup that a listing without metadata (S3) answers
+	// stats the object (a HEAD) unless its metadata is known. Set it when
+	// the kernel enforces permissions (allow_other, default_permissions).
+	ExactAttrs bool
 }
 
 // FS is the file system. All methods are safe for concurrent use.
@@ -79,6 +84,11 @@ type FS struct {
 	dmu     sync.Mutex
 	dirs    map[string]*dirState
 	mflight map[string]chan struct{}
+
+	// kmu guards known: the ferry metadata of objects seen by a HEAD, by
+	// cache key (known.go). A leaf lock.
+	kmu   sync.Mutex
+	known map[string]knownMeta
 }
 
 type missCount struct {
@@ -103,7 +113,7 @@ func New(opts Options, deps Deps) *FS {
 		opts.Uid, opts.Gid = uint32(os.Getuid()), uint32(os.Getgid())
 	}
 	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(),
-		start: time.Now(), dirs: map[string]*dirState{}, mflight: map[string]chan struct{}{}}
+		start: time.Now(), dirs: map[string]*dirState{}, mflight: map[string]chan struct{}{}, known: map[string]knownMeta{}}
 }
 
 // Loc is a parsed path: Scheme == "" is the root, Bucket == "" a scheme

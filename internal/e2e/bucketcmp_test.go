@@ -7,7 +7,9 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // treeEntry is one name of a local reference tree, as ferry should store
@@ -18,6 +20,7 @@ type treeEntry struct {
 	isLink bool
 	sha    string // regular files
 	size   int64
+	fifo   bool
 }
 
 // readTree walks root and returns its entries by slash path relative to
@@ -42,6 +45,8 @@ func readTree(root string) (map[string]treeEntry, error) {
 			out[rel] = treeEntry{isLink: true, link: t}
 		case d.IsDir():
 			out[rel] = treeEntry{dir: true}
+		case d.Type()&fs.ModeNamedPipe != 0:
+			out[rel] = treeEntry{fifo: true}
 		default:
 			b, err := os.ReadFile(p)
 			if err != nil {
@@ -56,9 +61,10 @@ func readTree(root string) (map[string]treeEntry, error) {
 
 // compareBucket checks that the bucket below prefix holds exactly the
 // tree: every file byte-identical, every symlink an object whose
-// ferry-symlink metadata is its target, every empty directory a marker,
-// and no other key (markers of existing directories are allowed). It
-// returns one line per difference, sorted.
+// ferry-symlink metadata is its target, every FIFO an empty object whose
+// ferry-mode has the FIFO type, every empty directory a marker, and no
+// other key (markers of existing directories are allowed). It returns
+// one line per difference, sorted.
 func compareBucket(e *s3env, tree map[string]treeEntry, prefix string) []string {
 	var diffs []string
 	keys := map[string]bool{}
@@ -76,6 +82,13 @@ func compareBucket(e *s3env, tree map[string]treeEntry, prefix string) []string 
 		case want.dir:
 			if !nonEmpty[rel] && !keys[rel+"/"] {
 				diffs = append(diffs, fmt.Sprintf("empty directory %s has no marker %q", rel, prefix+rel+"/"))
+			}
+		case want.fifo:
+			info, err := e.stat(prefix + rel)
+			if err != nil {
+				diffs = append(diffs, fmt.Sprintf("fifo %s: %v", rel, err))
+			} else if m, _ := strconv.ParseUint(info.Metadata["ferry-mode"], 8, 32); info.Size != 0 || m&syscall.S_IFMT != syscall.S_IFIFO {
+				diffs = append(diffs, fmt.Sprintf("fifo %s: %d bytes, ferry-mode %q", rel, info.Size, info.Metadata["ferry-mode"]))
 			}
 		case want.isLink:
 			info, err := e.stat(prefix + rel)

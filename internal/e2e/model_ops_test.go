@@ -35,13 +35,17 @@ const (
 	opLstat
 	opReaddir
 	opLink
+	opMkfifo
+	opChmod
+	opChown
+	opUtimens
 	numOpKinds
 )
 
-var opNames = [numOpKinds]string{"open", "close", "write", "read", "fsync", "ftruncate", "truncate", "rename", "unlink", "mkdir", "rmdir", "symlink", "readlink", "stat", "lstat", "readdir", "link"}
+var opNames = [numOpKinds]string{"open", "close", "write", "read", "fsync", "ftruncate", "truncate", "rename", "unlink", "mkdir", "rmdir", "symlink", "readlink", "stat", "lstat", "readdir", "link", "mkfifo", "chmod", "lchown", "utimensat"}
 
 // opWeights is how often the generator draws each kind.
-var opWeights = [numOpKinds]int{12, 8, 16, 10, 2, 3, 3, 8, 5, 6, 4, 3, 2, 5, 3, 5, 1}
+var opWeights = [numOpKinds]int{12, 8, 16, 10, 2, 3, 3, 8, 5, 6, 4, 3, 2, 5, 3, 5, 1, 2, 3, 2, 3}
 
 // op is one generated operation; which fields matter depends on kind.
 type op struct {
@@ -54,6 +58,7 @@ type op struct {
 	n     int
 	data  []byte // write
 	size  int64  // truncate
+	attr  attrOp // mkfifo, chmod, lchown, utimensat
 }
 
 func (o op) String() string {
@@ -79,6 +84,8 @@ func (o op) String() string {
 		return fmt.Sprintf("symlink %s -> %q", o.path, o.path2)
 	case opLink:
 		return fmt.Sprintf("link %s %s", o.path, o.path2)
+	case opMkfifo, opChmod, opChown, opUtimens:
+		return opNames[o.kind] + " " + o.path + " " + o.attr.String(o.kind)
 	}
 	return opNames[o.kind] + " " + o.path
 }
@@ -212,6 +219,9 @@ func (m *model) gen(existing []string) op {
 	case opSymlink:
 		o.path = pick()
 		o.path2 = symlinkTargets[rng.Intn(len(symlinkTargets))]
+	case opMkfifo, opChmod, opChown, opUtimens:
+		o.path = pick()
+		o.attr = genAttrOp(rng, k)
 	default:
 		o.path = pick()
 	}
@@ -278,7 +288,9 @@ func (m *model) do(i int, o op) outcome {
 	var out outcome
 	switch o.kind {
 	case opOpen:
-		out.fd, err = syscall.Open(p, o.flags|syscall.O_CLOEXEC, 0o644)
+		// O_NONBLOCK: an open of a FIFO returns at once (ENXIO for a
+		// writer without a reader) instead of waiting for the other end.
+		out.fd, err = syscall.Open(p, o.flags|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0o644)
 	case opClose:
 		err = syscall.Close(m.slots[o.slot].fd[i])
 	case opWrite:
@@ -332,25 +344,32 @@ func (m *model) do(i int, o op) outcome {
 		}
 	case opLink:
 		err = syscall.Link(p, filepath.Join(root, o.path2))
+	case opMkfifo, opChmod, opChown, opUtimens:
+		out.text, err = o.attr.do(o.kind, p)
 	}
 	out.errno = errnoOf(err)
 	return out
 }
 
-// statText renders what the model compares of a stat: the type, and the
+// statText renders what the model compares of a stat: the type, the
 // size of files and symlinks (not directories: ferry reports 4096 like
-// many file systems, but not all). Permission bits, times, st_nlink and
-// inode numbers are ferry's own (README: Semantics, Limits).
+// many file systems, but not all), the permission bits and the owner.
+// Times are compared right after utimensat only (writes set them to
+// each side's clock); st_nlink and inode numbers are ferry's own
+// (README: Semantics, Limits).
 func statText(st *syscall.Stat_t) string {
+	perm := fmt.Sprintf("mode=%o uid=%d gid=%d", st.Mode&0o7777, st.Uid, st.Gid)
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
-		return "dir"
+		return "dir " + perm
 	case syscall.S_IFLNK:
-		return fmt.Sprintf("symlink size=%d", st.Size)
+		return fmt.Sprintf("symlink size=%d uid=%d gid=%d", st.Size, st.Uid, st.Gid)
 	case syscall.S_IFREG:
-		return fmt.Sprintf("file size=%d", st.Size)
+		return fmt.Sprintf("file size=%d %s", st.Size, perm)
+	case syscall.S_IFIFO:
+		return "fifo " + perm
 	}
-	return fmt.Sprintf("mode=%o", st.Mode)
+	return fmt.Sprintf("type=%o %s", st.Mode&syscall.S_IFMT, perm)
 }
 
 // direntText renders a listing: sorted names with their types. A symlink

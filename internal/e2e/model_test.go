@@ -18,8 +18,10 @@ import (
 // TestModel applies 3,000 seeded random operations (open, write at random
 // offsets, append, read, truncate, rename of files and directories,
 // unlink, mkdir, rmdir, symlink, readlink, stat, readdir, fsync, close,
-// link) to a ferry mount and to a local directory, comparing every
-// result, errno and byte; it remounts (a new ferry on the same cache dir)
+// link, mkfifo, chmod, lchown, utimensat with nanoseconds) to a ferry
+// mount and to a local directory, comparing every result, errno, byte,
+// mode and owner (and the times utimensat set); it remounts (a new ferry
+// on the same cache dir)
 // along the way, compares the whole trees now and then, and at the end
 // compares the bucket with the reference tree. A divergence prints
 // FERRY_MODEL_SEED (and FERRY_MODEL_OPS) to reproduce it.
@@ -97,7 +99,10 @@ func runModel(t *testing.T, o modelOptions) {
 	ref := filepath.Join(t.TempDir(), "m")
 	m := &model{rng: rand.New(rand.NewSource(seed)), roots: [2]string{e.path("m/r"), filepath.Join(ref, "r")}, maxOffset: o.maxOffset,
 		snapshots: o.passthrough != "off"}
-	flags := []string{"--passthrough", o.passthrough}
+	// --allow-other: ferry then serves each object's own attributes,
+	// which the model compares (see vfs.Options.ExactAttrs); the model
+	// runs as root, which the permissions it sets do not lock out.
+	flags := []string{"--passthrough", o.passthrough, "--allow-other"}
 	mp := startMount(t, e, e.srv.Endpoint, flags...)
 	for _, r := range m.roots {
 		if err := os.MkdirAll(r, 0o755); err != nil {

@@ -27,13 +27,28 @@ func (fs *FS) caller(ctx context.Context) Caller {
 	return Caller{Uid: fs.opts.Uid, Gid: fs.opts.Gid}
 }
 
-// newAttrs is the attributes of a name the caller creates with the
-// permission bits mode (the kernel applied the umask): owned by the
-// caller (its group: the group of the caller, not of the directory),
-// times now.
-func (fs *FS) newAttrs(ctx context.Context, mode uint32) writeback.Attrs {
+// newAttrs is the attributes of the name l the caller creates with the
+// permission bits mode (the kernel applied the umask), a directory when
+// dir: owned by the caller, times now. In a directory with the set-
+// group-ID bit, the group is the directory's and a new directory gets
+// the bit too; a file's own set-group-ID bit then goes unless the caller
+// is root or of that group (Linux's inode_init_owner; FUSE tells the
+// caller's user and group only, not its other groups).
+func (fs *FS) newAttrs(ctx context.Context, l Loc, mode uint32, dir bool) writeback.Attrs {
 	c := fs.caller(ctx)
-	return writeback.Attrs{Mode: mode & 0o7777, HasMode: true, Uid: c.Uid, Gid: c.Gid, HasOwner: true}
+	a := writeback.Attrs{Mode: mode & 0o7777, HasMode: true, Uid: c.Uid, Gid: c.Gid, HasOwner: true}
+	par, _ := l.parent()
+	if pa := fs.dirAttrOf(ctx, par); pa.Mode&syscall.S_ISGID != 0 {
+		a.Gid = pa.Gid
+		const sgidExec = syscall.S_ISGID | syscall.S_IXGRP
+		switch {
+		case dir:
+			a.Mode |= syscall.S_ISGID
+		case a.Mode&sgidExec == sgidExec && c.Uid != 0 && c.Gid != pa.Gid:
+			a.Mode &^= syscall.S_ISGID
+		}
+	}
+	return a
 }
 
 // noteEntryChanged records that the name l was created or removed: the
@@ -64,7 +79,7 @@ func (fs *FS) Mknod(ctx context.Context, p string, mode, rdev uint32) error {
 	if _, err := fs.store(ctx, l); err != nil {
 		return err
 	}
-	a := fs.newAttrs(ctx, mode)
+	a := fs.newAttrs(ctx, l, mode&0o7777, false)
 	typ := mode & syscall.S_IFMT
 	switch typ {
 	case 0, syscall.S_IFREG:

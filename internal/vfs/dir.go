@@ -256,9 +256,9 @@ func (fs *FS) MkdirMode(ctx context.Context, p string, mode uint32) error {
 	if err := fs.clearPending(ctx, st, l); err != nil {
 		return err
 	}
-	c := fs.caller(ctx)
+	w := fs.newAttrs(ctx, l, mode, true)
 	now := time.Now()
-	a := Attr{Kind: meta.KindDir, Mode: mode & 0o7777, Uid: c.Uid, Gid: c.Gid, Atime: now, Mtime: now, Ctime: now}
+	a := Attr{Kind: meta.KindDir, Mode: w.Mode, Uid: w.Uid, Gid: w.Gid, Atime: now, Mtime: now, Ctime: now}
 	info, err := st.Put(ctx, l.Key+"/", emptyReader{}, 0, objstore.PutOptions{Metadata: markerMetadata(a)})
 	if err != nil {
 		fs.logErr("mkdir", l, err)

@@ -197,6 +197,7 @@ func (fs *FS) setDirAttr(l Loc, a Attr) {
 	defer fs.dmu.Unlock()
 	d := fs.dirStateLocked(l)
 	d.attr, d.full = a, true
+	d.mtime, d.ctime = time.Time{}, time.Time{} // a has them
 }
 
 // noteDirChanged sets the modification and change times of the directory

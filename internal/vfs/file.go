@@ -100,6 +100,10 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		return nil, syscall.ENXIO // the kernel opens these itself
 	}
 	if fl.Write {
+		// The file keeps the object's attributes: metadata a listing lacked.
+		if info, err = fs.fullInfo(ctx, l, info); err != nil {
+			return nil, err
+		}
 		var f *writeback.File
 		if fl.Trunc || info.Size == 0 {
 			f, err = fs.deps.Writeback.CreateWith(t, keptAttrs(info, fl.Trunc))
@@ -187,7 +191,7 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	if _, err := fs.store(ctx, l); err != nil {
 		return nil, err
 	}
-	f, err := fs.deps.Writeback.CreateWith(l.target(), fs.newAttrs(ctx, mode))
+	f, err := fs.deps.Writeback.CreateWith(l.target(), fs.newAttrs(ctx, l, mode, false))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"strings"
+	"syscall"
 
 	"github.com/ferry-fs/ferry/internal/cache/meta"
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -109,4 +110,37 @@ func (fs *FS) listedAttr(ctx context.Context, l Loc, e meta.DirEntry) (Attr, boo
 		return Attr{}, false
 	}
 	return fs.entryAttr(meta.KindFile, info), true
+}
+
+// fullInfo returns info, the object l as a cached listing or stat showed
+// it, with its user metadata: a listing without metadata (S3) lacks it,
+// and a file made from the object (opened for writing) must keep its
+// attributes. It is known (this mount uploaded or stat'ed that
+// version), or a HEAD tells.
+func (fs *FS) fullInfo(ctx context.Context, l Loc, info objstore.ObjectInfo) (objstore.ObjectInfo, error) {
+	if info.Metadata != nil || fs.listsMetadata(ctx, l) {
+		return info, nil
+	}
+	if md, ok := fs.knownMetadata(l, info.Version); ok {
+		info.Metadata = md
+		return info, nil
+	}
+	st, err := fs.store(ctx, l)
+	if err != nil {
+		return info, err
+	}
+	cur, err := st.Stat(ctx, l.Key)
+	if err != nil {
+		fs.logErr("open", l, err)
+		return info, err
+	}
+	switch kindOf(cur) {
+	case meta.KindFile:
+	case meta.KindSymlink:
+		return info, syscall.ELOOP // replaced meanwhile
+	default:
+		return info, syscall.ENXIO // a special file: the kernel opens it
+	}
+	fs.putStat(l, meta.KindFile, cur)
+	return cur, nil
 }

@@ -89,7 +89,7 @@ func (fs *FS) Symlink(ctx context.Context, p, target string) error {
 	if _, err := fs.getattr(ctx, l); err == nil {
 		return syscall.EEXIST
 	}
-	if err := fs.deps.Writeback.Node(l.target(), target, fs.newAttrs(ctx, 0o777)); err != nil {
+	if err := fs.deps.Writeback.Node(l.target(), target, fs.newAttrs(ctx, l, 0o777, false)); err != nil {
 		return err
 	}
 	fs.noteCreated(l, meta.KindSymlink)

@@ -378,3 +378,21 @@ func TestListedAttrs(t *testing.T) {
 		})
 	}
 }
+
+// TestDirUtimensAfterChange: times set on a directory win over the
+// times of its earlier entry changes.
+func TestDirUtimensAfterChange(t *testing.T) {
+	e := newMatEnv(t, mem.Options{})
+	bg := context.Background()
+	if err := e.fs.Mkdir(bg, "s3/bkt/d"); err != nil {
+		t.Fatal(err)
+	}
+	e.write("s3/bkt/d/f", "x")
+	mt := time.Unix(1000000000, 1)
+	if _, err := e.fs.Setattr(bg, "s3/bkt/d", nil, SetAttr{Mtime: &mt}); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustAttr(t, e.fs, "s3/bkt/d"); !a.Mtime.Equal(mt) {
+		t.Errorf("mtime %v, want %v", a.Mtime, mt)
+	}
+}

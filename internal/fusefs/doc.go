@@ -11,7 +11,10 @@
 // Server.Done; handles the kernel never released are released then (see
 // session.go).
 //
-// Mount options: allow_other only when Options.AllowOther is set.
+// Mount options: allow_other only when Options.AllowOther is set, and
+// then default_permissions: the kernel checks access against the modes
+// and owners vfs reports (NullPermissions: mode 0 is 0, owners are vfs's,
+// never the mount's). nosuid and nodev always (go-fuse's defaults).
 //
 // Kernel caching: entries and attributes are cached for a short time
 // (EntryTimeout/AttrTimeout); file contents stay in the page cache across

@@ -13,6 +13,12 @@
 // Mountpoint for S3. Keys with empty path components ("a//b"), or "." and
 // ".." components, are not shown.
 //
+// Attributes: mode, owner and times are object metadata (writeback.Attrs),
+// a directory's its marker's (dirattr.go); what listings lack is known
+// from this mount's uploads and HEADs, else defaulted (known.go). Special
+// files (FIFOs, sockets, devices) are empty objects with their type in
+// ferry-mode; a symlink target metadata cannot hold is the body.
+//
 // Open handles follow their file like POSIX descriptors (handles.go): a
 // rename moves them, an unlink leaves them reading and writing the bytes
 // they had.

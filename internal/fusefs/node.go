@@ -316,17 +316,20 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err := n.v.MkdirMode(withCaller(ctx), p, mode&0o7777); err != nil {
 		return nil, vfs.Errno(err)
 	}
-	return n.newCreated(ctx, p, vfs.KindDir, out)
+	return n.newCreated(ctx, p, vfs.KindDir, mode, out)
 }
 
-// newCreated returns the node of p, a name just created (of kind k).
-func (n *node) newCreated(ctx context.Context, p string, k vfs.Kind, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+// newCreated returns the node of p, a name just created (of kind k),
+// with its attributes as vfs has them; should they not be there (another
+// client replaced the name meanwhile), with those the caller asked for.
+func (n *node) newCreated(ctx context.Context, p string, k vfs.Kind, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	a, err := n.v.Getattr(ctx, p)
-	if err != nil {
-		return nil, vfs.Errno(err)
-	}
-	if a.Kind != k {
-		return nil, syscall.EIO // replaced meanwhile by another client
+	if err != nil || a.Kind != k {
+		now := time.Now()
+		a = vfs.Attr{Kind: k, Mode: mode & 0o7777, Atime: now, Mtime: now, Ctime: now}
+		if c, ok := fuse.FromContext(ctx); ok {
+			a.Uid, a.Gid = c.Uid, c.Gid
+		}
 	}
 	ino, _ := n.newChild(ctx, a, out)
 	return ino, 0
@@ -349,7 +352,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 			k = c
 		}
 	}
-	return n.newCreated(ctx, p, k, out)
+	return n.newCreated(ctx, p, k, mode, out)
 }
 
 // Rmdir removes an empty directory.
@@ -398,7 +401,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err := n.v.Symlink(withCaller(ctx), p, target); err != nil {
 		return nil, vfs.Errno(err)
 	}
-	return n.newCreated(ctx, p, vfs.KindSymlink, out)
+	return n.newCreated(ctx, p, vfs.KindSymlink, 0o777, out)
 }
 
 // Readlink reads a symlink.

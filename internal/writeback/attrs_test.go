@@ -154,3 +154,25 @@ func TestRecoverNodeAndOwner(t *testing.T) {
 		t.Errorf("recovered file attributes %+v", got)
 	}
 }
+
+// TestChangeDroppedNode: a change to a symlink or special file that was
+// durable and dropped (a caller held it from before) brings it back and
+// uploads the change.
+func TestChangeDroppedNode(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager()
+	if err := m.Node(tgt("p"), "", Attrs{Mode: syscall.S_IFIFO | 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	f := m.Get(tgt("p"))
+	drain(t, m)
+	if m.Get(tgt("p")) != nil {
+		t.Fatal("the durable FIFO was not dropped")
+	}
+	f.UpdateAttrs(func(a *Attrs) { a.Gid, a.HasOwner = 42, true })
+	drain(t, m)
+	info, err := e.mem.Stat(context.Background(), "p")
+	if err != nil || info.Metadata[MetaGid] != "42" || info.Metadata[MetaMode] != "10644" {
+		t.Errorf("after a change of the dropped FIFO: %v, %v", info.Metadata, err)
+	}
+}

@@ -498,10 +498,12 @@ func (f *File) resurrectLocked() {
 	f.m.setFileLocked(f.target, f)
 }
 
-// ensureLive resurrects a dropped file before a modification.
+// ensureLive resurrects a dropped file before a modification (a caller
+// that got f just before it was dropped, as durable, would otherwise
+// change a file that uploads nothing more).
 func (f *File) ensureLive() {
 	f.mu.Lock()
-	dropped := f.dropped && f.hasData // a symlink is never modified
+	dropped := f.dropped // symlinks and special files too: chmod, chown, utimens
 	f.mu.Unlock()
 	if !dropped {
 		return

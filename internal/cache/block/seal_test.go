@@ -182,6 +182,11 @@ func TestEvictedBackingKeepsReading(t *testing.T) {
 	ref := f.put("other", randBytes(7, 8*bs))
 	r2 := f.cache.Open(ref)
 	defer r2.Close()
+	// r2 holds the other object's file from its first block on (else it is
+	// unheld between the Prefetch's fetches, and evicted first).
+	if _, err := r2.ReadAt(context.Background(), make([]byte, 1), 8*bs-1); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.cache.Prefetch(context.Background(), ref, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -184,12 +184,23 @@ func runReference(t *testing.T, script, ref, src string) string {
 // TestFaultsWorkload runs a mixed workload through a proxy that gives 10 %
 // of the requests a fault (503 SlowDown, 500, resets on either side, cut
 // bodies, multi-second stalls): ferry must exit 0, the task must read
-// correct bytes, and the bucket must end byte-identical to a local replay.
+// correct bytes, and the bucket must end byte-identical to a local replay;
+// with FUSE passthrough on and off.
 // FERRY_FAULT_SEED reproduces the choice of faults (which request gets
 // which still depends on timing); FERRY_FAULT_KINDS=truncate,stall narrows
 // them when chasing a failure.
 func TestFaultsWorkload(t *testing.T) {
 	t.Parallel()
+	for _, pt := range []string{"on", "off"} {
+		t.Run("passthrough "+pt, func(t *testing.T) {
+			t.Parallel()
+			faultsWorkload(t, pt)
+		})
+	}
+}
+
+// faultsWorkload is TestFaultsWorkload with --passthrough pt.
+func faultsWorkload(t *testing.T, pt string) {
 	seed := testSeed(t, "FERRY_FAULT_SEED")
 	t.Logf("FERRY_FAULT_SEED=%d", seed)
 	rng := rand.New(rand.NewSource(seed))
@@ -202,7 +213,7 @@ func TestFaultsWorkload(t *testing.T) {
 	p := newFaultProxy(t, faultProxyOptions{Upstream: e.srv.Endpoint, Rate: 0.10, Seed: seed, Kinds: kinds})
 	e.extra = []string{"AWS_S3_ENDPOINT=" + p.URL}
 	t0 := time.Now()
-	r := e.run(`R="`+e.path("")+`" S="`+src+`"`+"\n"+faultWorkload, "--part-size", "8MiB")
+	r := e.run(`R="`+e.path("")+`" S="`+src+`"`+"\n"+faultWorkload, "--part-size", "8MiB", "--passthrough", pt)
 	p.setEnabled(false)
 	t.Logf("ferry exited %d after %v; faults: %s", r.code, time.Since(t0).Round(time.Millisecond), faultSummary(p.stats()))
 	if r.code != 0 {

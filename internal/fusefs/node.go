@@ -114,23 +114,8 @@ func (n *node) newChild(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) (*f
 	return n.NewInode(ctx, ch, fs.StableAttr{Mode: modeType(a.Kind)}), ch
 }
 
-func modeType(k vfs.Kind) uint32 {
-	switch k {
-	case vfs.KindDir:
-		return syscall.S_IFDIR
-	case vfs.KindSymlink:
-		return syscall.S_IFLNK
-	case vfs.KindFifo:
-		return syscall.S_IFIFO
-	case vfs.KindSocket:
-		return syscall.S_IFSOCK
-	case vfs.KindChar:
-		return syscall.S_IFCHR
-	case vfs.KindBlock:
-		return syscall.S_IFBLK
-	}
-	return syscall.S_IFREG
-}
+// modeType is the S_IFMT type bits of a name of kind k.
+func modeType(k vfs.Kind) uint32 { return vfs.ModeType(k) }
 
 // fillAttr fills out from a. st_nlink is 1 (0 once unlinked), for
 // directories too: ferry does not count subdirectories (as btrfs).

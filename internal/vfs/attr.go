@@ -27,6 +27,25 @@ const (
 	KindBlock   = meta.KindBlock
 )
 
+// ModeType is the S_IFMT type bits of a name of kind k.
+func ModeType(k Kind) uint32 {
+	switch k {
+	case KindDir:
+		return syscall.S_IFDIR
+	case KindSymlink:
+		return syscall.S_IFLNK
+	case KindFifo:
+		return syscall.S_IFIFO
+	case KindSocket:
+		return syscall.S_IFSOCK
+	case KindChar:
+		return syscall.S_IFCHR
+	case KindBlock:
+		return syscall.S_IFBLK
+	}
+	return syscall.S_IFREG
+}
+
 // Attr is what stat shows of a name.
 type Attr struct {
 	Kind     meta.Kind

@@ -186,14 +186,8 @@ func attrsOf(a Attr) writeback.Attrs {
 // modeTypeOf is the type bits of a special file's kind (0 for others).
 func modeTypeOf(k meta.Kind) uint32 {
 	switch k {
-	case meta.KindFifo:
-		return syscall.S_IFIFO
-	case meta.KindSocket:
-		return syscall.S_IFSOCK
-	case meta.KindChar:
-		return syscall.S_IFCHR
-	case meta.KindBlock:
-		return syscall.S_IFBLK
+	case meta.KindFifo, meta.KindSocket, meta.KindChar, meta.KindBlock:
+		return ModeType(k)
 	}
 	return 0
 }

@@ -176,3 +176,33 @@ func TestChangeDroppedNode(t *testing.T) {
 		t.Errorf("after a change of the dropped FIFO: %v, %v", info.Metadata, err)
 	}
 }
+
+// TestChangeRacingDrop: a change to a symlink whose upload lands and
+// drops it between the check for a dropped file and the change (vfs
+// TestAttrsPersisted lost an lchown that way under load) brings it back
+// and uploads the change.
+func TestChangeRacingDrop(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager()
+	if err := m.Node(tgt("l"), "target", Attrs{Mode: 0o777}); err != nil {
+		t.Fatal(err)
+	}
+	f := m.Get(tgt("l"))
+	hooked := false
+	testHookAfterEnsureLive = func(*File) {
+		if !hooked {
+			hooked = true
+			drain(t, m) // the upload lands and drops the file
+		}
+	}
+	t.Cleanup(func() { testHookAfterEnsureLive = nil })
+	f.UpdateAttrs(func(a *Attrs) { a.Uid, a.Gid, a.HasOwner = 7, 42, true })
+	if !hooked {
+		t.Fatal("the hook did not run")
+	}
+	drain(t, m)
+	info, err := e.mem.Stat(context.Background(), "l")
+	if err != nil || info.Metadata[MetaGid] != "42" || info.Metadata[MetaUid] != "7" {
+		t.Errorf("after a change racing the drop: %v, %v", info.Metadata, err)
+	}
+}

@@ -359,6 +359,29 @@ func (f *File) ensureLive() {
 	f.jmu.Unlock()
 }
 
+// testHookAfterEnsureLive, when set (tests only), runs in lockLive
+// between ensureLive and the lock.
+var testHookAfterEnsureLive func(*File)
+
+// lockLive locks mu on a live (not dropped) file, resurrecting it first
+// when it was dropped. A modification must change the file under this
+// one hold of mu: a drop (tryFinish, under mu) may come between an
+// ensureLive and a later Lock, and the change would then go to a file
+// that uploads nothing more (a chown lost that way under load).
+func (f *File) lockLive() {
+	for {
+		f.ensureLive()
+		if h := testHookAfterEnsureLive; h != nil {
+			h(f)
+		}
+		f.mu.Lock()
+		if !f.dropped {
+			return
+		}
+		f.mu.Unlock()
+	}
+}
+
 // HasBase reports whether the file still depends on the object at key in
 // its bucket: its clean bytes are read from it (it is the file's base), or
 // a rename queued that key for deletion once the file is durable. Either

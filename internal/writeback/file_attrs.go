@@ -104,8 +104,7 @@ func (f *File) UpdateAttrs(fn func(a *Attrs)) {
 
 func (f *File) modifyMeta(set func()) {
 	f.m.sched.foreground()
-	f.ensureLive()
-	f.mu.Lock()
+	f.lockLive()
 	set()
 	f.touchLocked()
 	f.metaGen = f.gen

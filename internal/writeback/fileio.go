@@ -46,8 +46,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.m.space.reserve(int64(len(p))); err != nil {
 		return 0, err
 	}
-	f.ensureLive()
-	f.mu.Lock()
+	f.lockLive()
 	if !f.hasData {
 		f.mu.Unlock()
 		return 0, syscall.EINVAL
@@ -88,8 +87,7 @@ func (f *File) Truncate(size int64) error {
 		return syscall.EINVAL
 	}
 	f.m.sched.foreground()
-	f.ensureLive()
-	f.mu.Lock()
+	f.lockLive()
 	if !f.hasData {
 		f.mu.Unlock()
 		return syscall.EINVAL

@@ -167,7 +167,10 @@ func (fs *FS) setattrNode(ctx context.Context, l Loc, a Attr, s SetAttr) (Attr, 
 	if err := fs.deps.Writeback.Node(l.target(), a.Symlink, w); err != nil {
 		return Attr{}, err
 	}
-	fs.deps.Meta.Forget(l.cacheKey())
+	// As after a create: the parent's cached listing shows the old
+	// version's attributes, and the new one may land (and writeback
+	// forget it) before the next lookup.
+	fs.noteCreated(l, a.Kind)
 	return fs.getattr(ctx, l)
 }
 

@@ -75,13 +75,13 @@ func (fs *FS) Getattr(ctx context.Context, p string) (Attr, error) {
 func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	switch {
 	case l.isRoot(), l.isScheme():
-		return fs.dirAttrOf(ctx, l), nil
+		return fs.dirAttrOf(ctx, l)
 	case l.isBucket():
 		if _, err := fs.store(ctx, l); err != nil {
 			fs.logErr("lookup", l, err)
 			return Attr{}, err
 		}
-		return fs.dirAttrOf(ctx, l), nil
+		return fs.dirAttrOf(ctx, l)
 	}
 	if f := fs.deps.Writeback.Get(l.target()); f != nil {
 		return fs.fileAttr(f), nil
@@ -96,7 +96,7 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		case meta.KindNone:
 			return Attr{}, syscall.ENOENT
 		case meta.KindDir:
-			return fs.dirAttrOf(ctx, l), nil
+			return fs.dirAttrOf(ctx, l)
 		}
 		return fs.entryAttr(e.Kind, e.Info), nil
 	}
@@ -104,7 +104,7 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	// object of its name), without asking the store: it may be
 	// unreachable, and the task must keep working on what it staged.
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
-		return fs.dirAttrOf(ctx, l), nil
+		return fs.dirAttrOf(ctx, l)
 	}
 	// The parent's cached listing answers for names it holds (and for
 	// names it lacks), except objects that may be symlinks or special
@@ -131,7 +131,7 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		case !found:
 			return Attr{}, syscall.ENOENT
 		case e.Kind == meta.KindDir:
-			return fs.dirAttrOf(ctx, l), nil
+			return fs.dirAttrOf(ctx, l)
 		}
 		if a, ok := fs.listedAttr(ctx, l, e); ok {
 			return a, nil
@@ -196,7 +196,7 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 			if len(page.Objects) == 0 || page.Objects[0].Key != l.Key+"/" {
 				fs.noMarker(l)
 			}
-			return fs.dirAttrOf(ctx, l), nil
+			return fs.dirAttrOf(ctx, l)
 		}
 	}
 	if statErr == nil {
@@ -205,7 +205,7 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 		return fs.entryAttr(kind, info), nil
 	}
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
-		return fs.dirAttrOf(ctx, l), nil // only dirty files below: a directory being written
+		return fs.dirAttrOf(ctx, l) // only dirty files below: a directory being written
 	}
 	fs.deps.Meta.PutNegative(ck)
 	return Attr{}, syscall.ENOENT
@@ -404,10 +404,10 @@ func (fs *FS) relist(ctx context.Context, dir Loc, old *meta.Listing) (*meta.Lis
 // in the bucket other than old names pending deletion.
 func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
 	if fs.deps.Writeback.HasUnder(l.Scheme, l.Bucket, l.Key+"/") {
-		return fs.dirAttrOf(ctx, l), nil
+		return fs.dirAttrOf(ctx, l)
 	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok && e.Kind == meta.KindDir {
-		return fs.dirAttrOf(ctx, l), nil
+		return fs.dirAttrOf(ctx, l)
 	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
@@ -422,5 +422,5 @@ func (fs *FS) dirAttrOnly(ctx context.Context, l Loc) (Attr, error) {
 		return Attr{}, syscall.ENOENT
 	}
 	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
-	return fs.dirAttrOf(ctx, l), nil
+	return fs.dirAttrOf(ctx, l)
 }

@@ -38,7 +38,7 @@ func (fs *FS) newAttrs(ctx context.Context, l Loc, mode uint32, dir bool) writeb
 	c := fs.caller(ctx)
 	a := writeback.Attrs{Mode: mode & 0o7777, HasMode: true, Uid: c.Uid, Gid: c.Gid, HasOwner: true}
 	par, _ := l.parent()
-	if pa := fs.dirAttrOf(ctx, par); pa.Mode&syscall.S_ISGID != 0 {
+	if pa, err := fs.dirAttrOf(ctx, par); err == nil && pa.Mode&syscall.S_ISGID != 0 {
 		a.Gid = pa.Gid
 		const sgidExec = syscall.S_ISGID | syscall.S_IXGRP
 		switch {

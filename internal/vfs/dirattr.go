@@ -47,8 +47,11 @@ func (fs *FS) defaultDirAttr() Attr {
 // what this mount set, else its marker's metadata (one HEAD, cached),
 // else the defaults; with the times of entry changes in this mount. A
 // failed HEAD gives the defaults (logged), not an error: the directory
-// exists, and its staged files must stay usable in an outage.
-func (fs *FS) dirAttrOf(ctx context.Context, l Loc) Attr {
+// exists, and its staged files must stay usable in an outage; but with
+// Options.ExactAttrs (the kernel enforces modes) it is EIO, and a lookup
+// interrupted while it waits for the HEAD fails (EINTR): defaults there
+// would open a 0700 directory to others until the attributes expire.
+func (fs *FS) dirAttrOf(ctx context.Context, l Loc) (Attr, error) {
 	fs.dmu.Lock()
 	d, ok := fs.dirs[l.cacheKey()]
 	var ds dirState
@@ -63,7 +66,10 @@ func (fs *FS) dirAttrOf(ctx context.Context, l Loc) Attr {
 	case l.Key == "":
 		a = fs.defaultDirAttr()
 	default:
-		a = fs.markerAttr(ctx, l)
+		var err error
+		if a, err = fs.markerAttr(ctx, l); err != nil {
+			return Attr{}, err
+		}
 	}
 	if ds.mtime.After(a.Mtime) {
 		a.Mtime = ds.mtime
@@ -71,25 +77,37 @@ func (fs *FS) dirAttrOf(ctx context.Context, l Loc) Attr {
 	if ds.ctime.After(a.Ctime) {
 		a.Ctime = ds.ctime
 	}
-	return a
+	return a, nil
 }
 
 // markerAttr returns the attributes kept on l's marker.
-func (fs *FS) markerAttr(ctx context.Context, l Loc) Attr {
+func (fs *FS) markerAttr(ctx context.Context, l Loc) (Attr, error) {
 	e, ok := fs.deps.Meta.Stat(markerKey(l))
 	if !ok {
 		st, err := fs.store(ctx, l)
 		if err != nil {
-			return fs.defaultDirAttr()
+			return fs.markerFailed(ctx)
 		}
 		if e = fs.loadMarker(ctx, st, l); e == nil {
-			return fs.defaultDirAttr()
+			return fs.markerFailed(ctx)
 		}
 	}
 	if e.Kind == meta.KindNone {
-		return fs.defaultDirAttr()
+		return fs.defaultDirAttr(), nil
 	}
-	return fs.markerInfoAttr(e.Info)
+	return fs.markerInfoAttr(e.Info), nil
+}
+
+// markerFailed is what markerAttr answers when the marker could not be
+// read (see dirAttrOf).
+func (fs *FS) markerFailed(ctx context.Context) (Attr, error) {
+	switch {
+	case ctx.Err() != nil:
+		return Attr{}, ctx.Err()
+	case fs.opts.ExactAttrs:
+		return Attr{}, syscall.EIO
+	}
+	return fs.defaultDirAttr(), nil
 }
 
 // noMarker records that the directory l has no marker (a listing
@@ -289,7 +307,10 @@ func (fs *FS) setattrDir(ctx context.Context, l Loc, s SetAttr) (Attr, error) {
 	if s.Size != nil {
 		return Attr{}, syscall.EISDIR
 	}
-	a := fs.dirAttrOf(ctx, l)
+	a, err := fs.dirAttrOf(ctx, l)
+	if err != nil {
+		return Attr{}, err
+	}
 	s.apply(&a, time.Now())
 	if l.Key != "" {
 		st, err := fs.store(ctx, l)

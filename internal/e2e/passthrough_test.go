@@ -145,7 +145,10 @@ func TestDamagedCacheFile(t *testing.T) {
 				}
 				s := parseSummary(t, res.stderr)
 				switch {
-				case i == 0 && s["bytes_read_network"] == 0:
+				case i == 0 && s["bytes_downloaded"] == 0:
+					// (the damaged block may be fetched again at open,
+					// before the task reads it from the cache: counted
+					// as downloaded, not as read from the network)
 					t.Errorf("read 1: nothing fetched again: %v", s)
 				case i == 1 && s["passthrough_files"] != 1:
 					t.Errorf("read 2: the repaired file did not back a passthrough open: %v", s)

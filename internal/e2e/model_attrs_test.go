@@ -89,7 +89,21 @@ func (a attrOp) do(k opKind, p string) (string, error) {
 	}
 	s := statText(&st)
 	if k == opUtimens {
-		s += fmt.Sprintf(" atime=%d.%09d mtime=%d.%09d", st.Atim.Sec, st.Atim.Nsec, st.Mtim.Sec, st.Mtim.Nsec)
+		s += fmt.Sprintf(" atime=%s mtime=%d.%09d", a.atimeText(st.Atim), st.Mtim.Sec, st.Mtim.Nsec)
 	}
 	return s, nil
+}
+
+// atimeText shows the access time a stat returned after the utimensat a:
+// "set" when it is the time set, or when it is now and the time set is
+// not (the reference's relatime updated it because the stat's path walk
+// read the symlink just changed, as in d/b/b with d/b -> "."; ferry does
+// not update access times on reads, as with noatime); else the time.
+func (a attrOp) atimeText(got syscall.Timespec) string {
+	set := time.Unix(a.atime.Sec, a.atime.Nsec)
+	at := time.Unix(got.Sec, got.Nsec)
+	if at.Equal(set) || (time.Since(at).Abs() < time.Minute && time.Since(set).Abs() >= time.Minute) {
+		return "set"
+	}
+	return fmt.Sprintf("%d.%09d", got.Sec, got.Nsec)
 }

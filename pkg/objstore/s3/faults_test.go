@@ -96,6 +96,12 @@ func TestNetworkFaults(t *testing.T) {
 	})
 	t.Run("body stalls", func(t *testing.T) {
 		s := viaProxy(t)
+		// Slow the body first, so that most of it is still behind the
+		// proxy when the stall begins: unslowed, the whole object could
+		// be in socket buffers by then (a loaded machine read all 4 MiB
+		// after the stall).
+		slow := proxy.AddBandwidth(t, 256)
+		defer proxy.RemoveToxic(t, slow)
 		r, err := s.NewReader(ctx, "obj", 0, -1, objstore.ReadOptions{})
 		if err != nil {
 			t.Fatalf("NewReader: %v", err)

@@ -96,7 +96,10 @@ func TestTaskCPU(t *testing.T) {
 	if c.Total() > wall+50*time.Millisecond {
 		t.Errorf("CPU %v exceeds wall %v: counted twice?", c.Total(), wall)
 	}
-	if got := TaskCPU(nil, before); got.Total() < c.Total() {
+	// RUSAGE_CHILDREN sums what the kernel adjusted per child at reap
+	// time, so it may differ from the child's own rusage by microseconds
+	// (207.815 ms against 207.834 ms under load).
+	if got := TaskCPU(nil, before); got.Total() < c.Total()-time.Millisecond {
 		t.Errorf("without the process state: %v, want >= %v", got.Total(), c.Total())
 	}
 }

@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,17 +162,27 @@ func TestRecoverNodeAndOwner(t *testing.T) {
 func TestChangeDroppedNode(t *testing.T) {
 	e := newEnv(t)
 	m := e.manager()
-	if err := m.Node(tgt("p"), "", Attrs{Mode: syscall.S_IFIFO | 0o644}); err != nil {
-		t.Fatal(err)
+	// The FIFO may upload and be dropped before Get (a loaded machine):
+	// then try another name.
+	var f *File
+	key := ""
+	for i := 0; f == nil && i < 20; i++ {
+		key = fmt.Sprintf("p%d", i)
+		if err := m.Node(tgt(key), "", Attrs{Mode: syscall.S_IFIFO | 0o644}); err != nil {
+			t.Fatal(err)
+		}
+		f = m.Get(tgt(key))
 	}
-	f := m.Get(tgt("p"))
+	if f == nil {
+		t.Fatal("every FIFO was dropped before Get")
+	}
 	drain(t, m)
-	if m.Get(tgt("p")) != nil {
+	if m.Get(tgt(key)) != nil {
 		t.Fatal("the durable FIFO was not dropped")
 	}
 	f.UpdateAttrs(func(a *Attrs) { a.Gid, a.HasOwner = 42, true })
 	drain(t, m)
-	info, err := e.mem.Stat(context.Background(), "p")
+	info, err := e.mem.Stat(context.Background(), key)
 	if err != nil || info.Metadata[MetaGid] != "42" || info.Metadata[MetaMode] != "10644" {
 		t.Errorf("after a change of the dropped FIFO: %v, %v", info.Metadata, err)
 	}
@@ -184,10 +195,18 @@ func TestChangeDroppedNode(t *testing.T) {
 func TestChangeRacingDrop(t *testing.T) {
 	e := newEnv(t)
 	m := e.manager()
-	if err := m.Node(tgt("l"), "target", Attrs{Mode: 0o777}); err != nil {
-		t.Fatal(err)
+	var f *File
+	key := ""
+	for i := 0; f == nil && i < 20; i++ { // (as in TestChangeDroppedNode)
+		key = fmt.Sprintf("l%d", i)
+		if err := m.Node(tgt(key), "target", Attrs{Mode: 0o777}); err != nil {
+			t.Fatal(err)
+		}
+		f = m.Get(tgt(key))
 	}
-	f := m.Get(tgt("l"))
+	if f == nil {
+		t.Fatal("every symlink was dropped before Get")
+	}
 	hooked := false
 	testHookAfterEnsureLive = func(*File) {
 		if !hooked {
@@ -201,7 +220,7 @@ func TestChangeRacingDrop(t *testing.T) {
 		t.Fatal("the hook did not run")
 	}
 	drain(t, m)
-	info, err := e.mem.Stat(context.Background(), "l")
+	info, err := e.mem.Stat(context.Background(), key)
 	if err != nil || info.Metadata[MetaGid] != "42" || info.Metadata[MetaUid] != "7" {
 		t.Errorf("after a change racing the drop: %v, %v", info.Metadata, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -126,7 +127,9 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	obs.taskStarting()
-	if err := cmd.Start(); err != nil {
+	started, done := make(chan error, 1), make(chan error, 1)
+	go startAndWait(cmd, started, done) // owner: runTask, which reads started and done
+	if err := <-started; err != nil {
 		log.Error("cannot start the task", "cmd", argv[0], "err", err.Error())
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
@@ -134,8 +137,6 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 		return 126
 	}
 	pgid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }() // owner: runTask, which reads done
 	for {
 		select {
 		case s := <-sigs:
@@ -156,6 +157,25 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 			return exitCode(err, cmd)
 		}
 	}
+}
+
+// startAndWait starts cmd and waits for it on one OS thread, locked for
+// the task's whole life: the kernel sends the task its Pdeathsig when the
+// thread that forked it exits, not when ferry does, and the Go runtime
+// ends the thread of a goroutine that exits locked (writeback's
+// low-priority prefill does, and a task forked from a thread that prefill
+// then locked got SIGKILL: exit 137 mid-task, under load in the fault
+// suite). It sends Start's error on started (nil once running), then
+// Wait's on done.
+func startAndWait(cmd *exec.Cmd, started, done chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	done <- cmd.Wait()
 }
 
 func exitCode(err error, cmd *exec.Cmd) int {

@@ -22,7 +22,7 @@ func TestTaskSurvivesThreadExits(t *testing.T) {
 		if err := <-started; err != nil {
 			t.Fatal(err)
 		}
-		// One at a time, so that each needs a thread from the idle ones
+		// Many at once, so that they take threads from the idle ones
 		// (the task's forking thread among them when it is not held).
 		var wg sync.WaitGroup
 		for range 256 {

@@ -162,20 +162,7 @@ func TestRecoverNodeAndOwner(t *testing.T) {
 func TestChangeDroppedNode(t *testing.T) {
 	e := newEnv(t)
 	m := e.manager()
-	// The FIFO may upload and be dropped before Get (a loaded machine):
-	// then try another name.
-	var f *File
-	key := ""
-	for i := 0; f == nil && i < 20; i++ {
-		key = fmt.Sprintf("p%d", i)
-		if err := m.Node(tgt(key), "", Attrs{Mode: syscall.S_IFIFO | 0o644}); err != nil {
-			t.Fatal(err)
-		}
-		f = m.Get(tgt(key))
-	}
-	if f == nil {
-		t.Fatal("every FIFO was dropped before Get")
-	}
+	f, key := liveNode(t, m, "p", "", Attrs{Mode: syscall.S_IFIFO | 0o644})
 	drain(t, m)
 	if m.Get(tgt(key)) != nil {
 		t.Fatal("the durable FIFO was not dropped")
@@ -195,18 +182,7 @@ func TestChangeDroppedNode(t *testing.T) {
 func TestChangeRacingDrop(t *testing.T) {
 	e := newEnv(t)
 	m := e.manager()
-	var f *File
-	key := ""
-	for i := 0; f == nil && i < 20; i++ { // (as in TestChangeDroppedNode)
-		key = fmt.Sprintf("l%d", i)
-		if err := m.Node(tgt(key), "target", Attrs{Mode: 0o777}); err != nil {
-			t.Fatal(err)
-		}
-		f = m.Get(tgt(key))
-	}
-	if f == nil {
-		t.Fatal("every symlink was dropped before Get")
-	}
+	f, key := liveNode(t, m, "l", "target", Attrs{Mode: 0o777})
 	hooked := false
 	testHookAfterEnsureLive = func(*File) {
 		if !hooked {
@@ -224,4 +200,23 @@ func TestChangeRacingDrop(t *testing.T) {
 	if err != nil || info.Metadata[MetaGid] != "42" || info.Metadata[MetaUid] != "7" {
 		t.Errorf("after a change racing the drop: %v, %v", info.Metadata, err)
 	}
+}
+
+// liveNode makes a symlink (target set) or special file under a name
+// starting with prefix and returns it while still held by m with its name:
+// a node may upload and be dropped before Get on a loaded machine, and
+// then another name is tried.
+func liveNode(t *testing.T, m *Manager, prefix, target string, a Attrs) (*File, string) {
+	t.Helper()
+	for i := range 20 {
+		key := fmt.Sprintf("%s%d", prefix, i)
+		if err := m.Node(tgt(key), target, a); err != nil {
+			t.Fatal(err)
+		}
+		if f := m.Get(tgt(key)); f != nil {
+			return f, key
+		}
+	}
+	t.Fatalf("every %s node was dropped before Get", prefix)
+	return nil, ""
 }

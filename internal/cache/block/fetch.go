@@ -157,15 +157,17 @@ func (c *Cache) plan(o *object, from, to int64, p prio, owner *Reader) {
 
 // ensureFlight returns the flight of block idx of o, starting a fetch of
 // [idx, up to end) at priority p when none is running, or promoting a
-// queued one. present is true when the block is already open in the cache.
-func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, present bool, err error) {
+// queued one. present is true when the block is already open in the cache;
+// started is true when this call started the fetch (the block was neither
+// cached nor on its way).
+func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, present, started bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, false, ErrClosed
+		return nil, false, false, ErrClosed
 	}
 	if c.openLocked(o, idx) {
-		return nil, true, nil
+		return nil, true, false, nil
 	}
 	if fl := c.inflight[o.bid(idx)]; fl != nil {
 		fl.waiters++
@@ -176,7 +178,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 			j.prio = p
 			j.el = c.queue[p].PushBack(j)
 		}
-		return fl, false, nil
+		return fl, false, false, nil
 	}
 	k := idx + 1
 	for k < end && k-idx < c.partBlocks && !c.knownLocked(o, k) {
@@ -184,7 +186,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 	}
 	fl = c.newJobLocked(o, idx, k, p, nil).flights[0]
 	fl.waiters++
-	return fl, false, nil
+	return fl, false, true, nil
 }
 
 // dropQueued drops the queued (not started) fetches r queued ahead of

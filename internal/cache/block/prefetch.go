@@ -110,7 +110,7 @@ func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio) error {
 		if c.present(o, idx) {
 			return nil
 		}
-		fl, present, err := c.ensureFlight(o, idx, idx+1, p)
+		fl, present, _, err := c.ensureFlight(o, idx, idx+1, p)
 		if err != nil {
 			return err
 		}

@@ -83,6 +83,15 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return int(n), nil
 }
 
+// waitKind says how a read of a block found it.
+type waitKind uint8
+
+const (
+	waitNone    waitKind = iota // cached: no wait
+	waitJoined                  // on its way: the read waited for a fetch already running
+	waitFetched                 // missing: the read started the fetch (or read around the cache)
+)
+
 // read fills p from off block by block.
 func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waited bool, err error) {
 	o := r.o
@@ -97,7 +106,7 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 		if errors.Is(err, errCacheIO) {
 			// The cache cannot take the block (disk full?): read around it.
 			if err = r.direct(ctx, p[done:done+m], pos); err == nil {
-				r.c.stageRead(o.ref, pos, int64(m), true)
+				r.c.stageRead(o.ref, pos, int64(m), waitFetched)
 				waited = true
 				done += m
 				continue
@@ -119,13 +128,13 @@ func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waite
 			}
 			return done, waited, fmt.Errorf("block: cache read %s: %w", o.ref.Key, err)
 		}
-		if w {
+		if w != waitNone {
 			r.c.st.bytesNet.Add(int64(m))
 		} else {
 			r.c.st.bytesCache.Add(int64(m))
 		}
 		r.c.stageRead(o.ref, pos, int64(m), w)
-		waited = waited || w
+		waited = waited || w != waitNone
 		done += m
 	}
 	return done, waited, nil
@@ -157,8 +166,9 @@ func (r *Reader) direct(ctx context.Context, p []byte, off int64) error {
 
 // block returns the object file holding block idx, held and pinned by r
 // (the caller unpins it), fetching the block (with the missing blocks
-// after it, up to end) when it is not cached. waited reports a fetch.
-func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldObj, waited bool, err error) {
+// after it, up to end) when it is not cached. waited says whether and how
+// the read waited for a fetch.
+func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldObj, waited waitKind, err error) {
 	attempts := 0
 	for range maxRounds {
 		h, err := r.pin()
@@ -184,14 +194,18 @@ func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldObj, waited 
 		if f != nil {
 			r.c.release(f)
 		}
-		fl, present, err := r.c.ensureFlight(r.o, idx, end, prioDemand)
+		fl, present, started, err := r.c.ensureFlight(r.o, idx, end, prioDemand)
 		if err != nil {
 			return nil, waited, err
 		}
 		if present {
 			continue
 		}
-		waited = true
+		if started || waited == waitFetched {
+			waited = waitFetched
+		} else {
+			waited = waitJoined
+		}
 		f, err = r.c.wait(ctx, fl)
 		if f != nil {
 			h, err := r.hold(f)
@@ -365,7 +379,7 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	of.touch()
 	r.c.st.hits.Add(1)
 	r.c.st.bytesCache.Add(n)
-	r.c.stageRead(o.ref, off, n, false)
+	r.c.stageRead(o.ref, off, n, waitNone)
 	return of.data, off, true
 }
 
@@ -405,7 +419,7 @@ func (r *Reader) Backing() (f *os.File, ok bool) {
 func (r *Reader) NotePassthrough() {
 	r.c.st.ptOpens.Add(1)
 	r.c.st.ptBytes.Add(r.o.ref.Size)
-	r.c.stageRead(r.o.ref, 0, r.o.ref.Size, false)
+	r.c.stageRead(r.o.ref, 0, r.o.ref.Size, waitNone)
 }
 
 // Close releases the Reader's file and drops its queued readahead. It

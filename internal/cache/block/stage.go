@@ -26,7 +26,10 @@ import (
 //     point (its own readahead carries on from there).
 //   - Accounting, per cache block: staged = blocks staging made present
 //     before the task read them; hits = those the task read without
-//     waiting; wasted = staged − hits when the Stager stops.
+//     waiting; wasted = those the task never read when the Stager stops.
+//     A staged block the task read while waiting for the fetch staging had
+//     running is read (not a hit, not wasted); one the task had to fetch
+//     again (evicted, damaged) is wasted.
 //
 // Reads reach a Stager through Cache.stageRead, which the Reader calls
 // (see its doc comment).
@@ -75,7 +78,8 @@ type StageStats struct {
 	Failed  int // inputs that could not be staged (missing, denied, changed)
 	// StagedBytes are bytes staging made present before the task read
 	// them; HitBytes are those the task then read without waiting;
-	// WastedBytes (set by Stop) are StagedBytes − HitBytes.
+	// WastedBytes (set by Stop) are those the task never read, or read
+	// only after fetching them again (evicted or damaged meanwhile).
 	StagedBytes int64
 	HitBytes    int64
 	WastedBytes int64
@@ -116,7 +120,8 @@ type Stager struct {
 	files   map[stageKey]*stageFile
 	order   []*stageFile
 	st      StageStats
-	used    int64 // staged bytes the task read (with or without waiting)
+	used    int64 // staged bytes the task read (now or after the fetch staging ran)
+	lost    int64 // staged bytes the task read after fetching them again
 	stopped bool
 	waiting int // inputs waiting for budget (tests look at it)
 }
@@ -296,7 +301,7 @@ func (s *Stager) waitBudgetLocked(f *stageFile) bool {
 			return false
 		}
 		next := min(s.ahead*s.bs, f.in.Ref.Size-f.cursor)
-		if s.st.StagedBytes-s.used+next <= s.opts.Budget {
+		if s.st.StagedBytes-s.used-s.lost+next <= s.opts.Budget {
 			return true
 		}
 		s.waiting++
@@ -324,8 +329,8 @@ func (s *Stager) progress(f *stageFile, done int64) {
 }
 
 // noteRead records a read of [off, off+n) of the object key by the task;
-// waited reports that the read had to wait for a fetch.
-func (s *Stager) noteRead(k stageKey, off, n int64, waited bool) {
+// w says whether and how the read waited for a fetch.
+func (s *Stager) noteRead(k stageKey, off, n int64, w waitKind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.files[k]
@@ -340,10 +345,15 @@ func (s *Stager) noteRead(k stageKey, off, n int64, waited bool) {
 		}
 		setBit(f.read, i)
 		if bit(f.staged, i) {
-			s.used += f.blockLen(i, s.bs)
 			freed = true
-			if !waited {
+			switch w {
+			case waitNone:
 				s.st.HitBytes += f.blockLen(i, s.bs)
+				s.used += f.blockLen(i, s.bs)
+			case waitJoined:
+				s.used += f.blockLen(i, s.bs)
+			case waitFetched:
+				s.lost += f.blockLen(i, s.bs)
 			}
 		}
 	}
@@ -397,7 +407,7 @@ func (s *Stager) Stop() StageStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.Done = true
-	s.st.WastedBytes = s.st.StagedBytes - s.st.HitBytes
+	s.st.WastedBytes = s.st.StagedBytes - s.used
 	return s.st
 }
 
@@ -436,24 +446,24 @@ func (c *Cache) unregister(s *Stager) {
 }
 
 // stageRead tells the Stagers of c that the task read [off, off+n) of
-// ref, waited reporting that the read had to wait for a fetch: it counts
+// ref, w saying whether and how the read waited for a fetch: it counts
 // hits and stops staging an object the task reads past the staged point.
 // It costs one atomic load when nothing is being staged.
 //
 // Wiring (the Reader's side): Reader.read calls it for each block's part
-// of a read, with that block's own waited flag (a read spanning a present
+// of a read, with that block's own waitKind (a read spanning a present
 // block and a missing one must not take the hit from the present one), and
-// with waited true for bytes read around the cache; CachedFile calls it on
-// success with waited false; Reader.NotePassthrough (an open whose reads
-// the kernel serves from the data file, never seen by ferry) calls it once
-// for the whole object with waited false.
-func (c *Cache) stageRead(ref Ref, off, n int64, waited bool) {
+// with waitFetched for bytes read around the cache; CachedFile calls it on
+// success with waitNone; Reader.NotePassthrough (an open whose reads the
+// kernel serves from the data file, never seen by ferry) calls it once for
+// the whole object with waitNone.
+func (c *Cache) stageRead(ref Ref, off, n int64, w waitKind) {
 	p := c.stagers.Load()
 	if p == nil || n <= 0 {
 		return
 	}
 	k := keyOf(ref)
 	for _, s := range *p {
-		s.noteRead(k, off, n, waited)
+		s.noteRead(k, off, n, w)
 	}
 }

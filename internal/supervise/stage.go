@@ -63,7 +63,7 @@ type StageSummary struct {
 	// did not follow, inputs outside the mount, missing or denied inputs.
 	Skipped     int   `json:"skipped"`
 	StagedBytes int64 `json:"staged_bytes"` // fetched before the task read them
-	HitBytes    int64 `json:"hit_bytes"`    // of those, read by the task
+	HitBytes    int64 `json:"hit_bytes"`    // of those, read by the task without waiting
 	WastedBytes int64 `json:"wasted_bytes"` // of those, never read
 	CachedBytes int64 `json:"cached_bytes"` // of the inputs found cached whole
 	// Seconds runs from the mount to the last input handled; 0 when the

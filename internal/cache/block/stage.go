@@ -143,6 +143,7 @@ type stageFile struct {
 	blocks int64
 	staged []uint64 // bitset: blocks staging made present before any read
 	read   []uint64 // bitset: blocks the task read
+	lost   []uint64 // bitset: staged blocks the task read after fetching them again
 	cursor int64    // bytes staged from the start (warm's progress)
 	// The task's current sequential run of reads.
 	runStart, runEnd int64
@@ -186,7 +187,7 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 			continue
 		}
 		n := (in.Ref.Size + bs - 1) / bs
-		f := &stageFile{in: in, blocks: n, staged: make([]uint64, (n+63)/64), read: make([]uint64, (n+63)/64)}
+		f := &stageFile{in: in, blocks: n, staged: make([]uint64, (n+63)/64), read: make([]uint64, (n+63)/64), lost: make([]uint64, (n+63)/64)}
 		s.files[k] = f
 		s.order = append(s.order, f)
 	}
@@ -354,6 +355,7 @@ func (s *Stager) noteRead(k stageKey, off, n int64, w waitKind) {
 				s.used += f.blockLen(i, s.bs)
 			case waitFetched:
 				s.lost += f.blockLen(i, s.bs)
+				setBit(f.lost, i)
 			}
 		}
 	}
@@ -408,8 +410,35 @@ func (s *Stager) Stop() StageStats {
 	defer s.mu.Unlock()
 	s.st.Done = true
 	s.st.WastedBytes = s.st.StagedBytes - s.used
+	if s.st.WastedBytes > 0 {
+		for _, f := range s.order {
+			s.logWasteLocked(f)
+		}
+	}
 	return s.st
 }
+
+// logWasteLocked logs (debug) the staged blocks of f the task never read
+// and those it read only after fetching them again. Caller holds s.mu.
+func (s *Stager) logWasteLocked(f *stageFile) {
+	var unread, lost []int64
+	for i := range f.blocks {
+		switch {
+		case !bit(f.staged, i):
+		case bit(f.lost, i):
+			lost = append(lost, i)
+		case !bit(f.read, i):
+			unread = append(unread, i)
+		}
+	}
+	if len(unread)+len(lost) > 0 {
+		s.log.Debug("staging: staged blocks wasted", "object", f.in.Ref.Key, "block_size", s.bs,
+			"unread", firstOf(unread, 8), "fetched_again", firstOf(lost, 8), "n_unread", len(unread), "n_fetched_again", len(lost))
+	}
+}
+
+// firstOf returns the first n elements of v (all of them when fewer).
+func firstOf(v []int64, n int) []int64 { return v[:min(n, len(v))] }
 
 // register adds s to c's Stagers (copy on write: stageRead loads the
 // slice without a lock).

@@ -54,6 +54,9 @@ type Cache struct {
 	// under stagersMu, loaded without a lock by every read.
 	stagers   atomic.Pointer[[]*Stager]
 	stagersMu sync.Mutex
+	// watch is the data files handed out as passthrough backing files,
+	// checked for damage every few seconds (watch.go).
+	watch watchSet
 
 	// mu guards every field below, the refs, idleEl and gone fields of
 	// every objFile, and the mutable fields of every job and flight. Never
@@ -107,6 +110,8 @@ func New(cfg Config) (*Cache, error) {
 		go c.worker()
 	}
 	go c.evictLoop()
+	c.wg.Add(1)
+	go c.watchLoop()
 	return c, nil
 }
 

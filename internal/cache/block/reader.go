@@ -383,9 +383,11 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	return of.data, off, true
 }
 
-// ID names the object version r reads (as its cache files do): two
-// Readers with the same ID read the same bytes.
-func (r *Reader) ID() string { return hexID(r.o.id) }
+// ID names the object version r reads (as its cache files do), and the
+// data file it is in: two Readers with the same ID read the same bytes
+// (a version dropped as damaged while it backed opens, watch.go, comes
+// back under a new ID).
+func (r *Reader) ID() string { return hexID(r.o.id) + r.c.watch.idSuffix(r.o.id) }
 
 // Backing returns a new read-only descriptor of the object's data file
 // when every byte of the object is cached and verified (see seal.go), for
@@ -410,6 +412,7 @@ func (r *Reader) Backing() (f *os.File, ok bool) {
 		return nil, false
 	}
 	h.f.touch()
+	r.c.watchBacking(h.f) // damage while it backs opens is found (watch.go)
 	return ro, true
 }
 

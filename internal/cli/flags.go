@@ -205,6 +205,26 @@ var flagDefs = []flagDef{
 			return intFlag(func(c *config.Config) *int { return &c.MaxMountRetries })
 		}),
 	stageInputsFlag,
+	isolateCacheFlag,
+}
+
+// isolateCacheFlag is --isolate-cache[=auto|on|off].
+var isolateCacheFlag = flagDef{
+	name:        "isolate-cache",
+	env:         []string{"FERRY_ISOLATE_CACHE"},
+	usage:       "run the task (ferry run, fusion) in a mount namespace of its own where the cache dir is covered (empty, read-only): auto (when it can be made, else one warning), on (fail start-up instead), off",
+	noOptDefVal: config.IsolateOn,
+	bind: func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+		fs.Var(&switchValue{p: &c.IsolateCache}, name, usage)
+	},
+	fromEnv: func(c *config.Config, v string) error {
+		s, err := config.ParseSwitch(v)
+		if err != nil {
+			return err
+		}
+		c.IsolateCache = s
+		return nil
+	},
 }
 
 // stageInputsFlag is --stage-inputs[=auto|on|off].

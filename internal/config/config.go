@@ -46,7 +46,19 @@ type Config struct {
 	// Nextflow, i.e. FUSION_WORK set and the task a .command.run), StageOn
 	// (whenever the task is a .command.run) or StageOff.
 	StageInputs string
+	// IsolateCache is auto, on or off: whether ferry run starts the task
+	// in a mount namespace of its own where CacheDir is covered (auto:
+	// when the namespace can be made, else a warning; on: a start-up
+	// failure instead; off: never).
+	IsolateCache string
 }
+
+// Values of Config.IsolateCache (the spellings of ParseSwitch).
+const (
+	IsolateAuto = StageAuto
+	IsolateOn   = StageOn
+	IsolateOff  = StageOff
+)
 
 // Values of Config.StageInputs.
 const (
@@ -89,6 +101,7 @@ func Defaults() Config {
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 		StageInputs:     StageAuto,
+		IsolateCache:    IsolateAuto,
 	}
 }
 
@@ -126,6 +139,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := ParseSwitch(c.StageInputs); err != nil {
 		errs = append(errs, fmt.Errorf("stage inputs: %w", err))
+	}
+	if _, err := ParseSwitch(c.IsolateCache); err != nil {
+		errs = append(errs, fmt.Errorf("isolate cache: %w", err))
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "warning", "error", "trace":

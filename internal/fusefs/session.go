@@ -157,7 +157,8 @@ func (s *Server) deadHere() bool {
 }
 
 // mountedHere reports whether this live session's mount is still
-// attached at its mount point (per /proc/self/mountinfo): false after a
+// attached at its mount point (per /proc/thread-self/mountinfo, this
+// thread's namespace: /proc/self names the main thread's): false after a
 // lazy unmount from outside, even when another file system was mounted
 // on the directory since (while the session lives, no other mount has
 // its device number). When mountinfo cannot be read it answers true.
@@ -165,7 +166,7 @@ func (s *Server) mountedHere() bool {
 	if s.devID == "" {
 		return true
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
 		return true
 	}

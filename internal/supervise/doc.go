@@ -12,7 +12,11 @@
 //  3. start the task in its own process group, with cwd and environment
 //     unchanged; the task's binary is looked up by this process before
 //     the fork, and the child does no chdir, so neither goes through a
-//     request this process must serve while blocked (go-fuse "Deadlocks");
+//     request this process must serve while blocked (go-fuse "Deadlocks").
+//     ferry run starts it in a mount namespace of its own in which the
+//     cache directory is covered (isolate.go; decided before step 2,
+//     which then mounts on a shared bind of the mount point so that
+//     unmounts reach the task's copy);
 //  4. forward SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR2 to the task's
 //     process group;
 //  5. when the task exits: stop the input staging, run the pre-drain hooks (Nextflow symlink

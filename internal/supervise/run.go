@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 	if err != nil {
 		bin = argv[0] // may live on the mount; the child resolves it
 	}
-	st, err := start(ctx, cfg, log, opts.Nextflow.hooks(opts.Hooks))
+	st, err := start(ctx, cfg, log, opts.Nextflow.hooks(opts.Hooks), true)
 	if err != nil {
 		log.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure
@@ -75,19 +75,26 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 		return finish(st, code) // 127: .command.sh never appeared
 	}
 	opts.Stdout, opts.Stderr = opts.Nextflow.taskOutput(opts.Stdout, opts.Stderr)
-	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended())
+	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended(), st.iso)
 	stg.stop()
 	return finish(st, code)
 }
 
-// start builds the stack and mounts it.
-func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks) (*stack, error) {
+// start builds the stack and mounts it; for a task (ferry run), it
+// first decides whether the task gets a mount namespace of its own.
+func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks, task bool) (*stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	st, err := buildStack(ctx, cfg, log, hooks)
 	if err != nil {
 		return nil, err
+	}
+	if task {
+		if st.iso, err = planIsolation(cfg, log); err != nil {
+			st.close()
+			return nil, err
+		}
 	}
 	if err := st.mount(); err != nil {
 		st.close()
@@ -107,7 +114,12 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 // ends under the task (ended is closed: unmounted or aborted from
 // outside), the task's process group gets SIGTERM, as when ferry gets
 // one, and runTask waits for the task.
-func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}) int {
+//
+// With iso, the task starts in a mount namespace of its own where the
+// cache directory is covered (isolate.go); when that fails, the task
+// starts as without (one warning), or, under --isolate-cache on, not at
+// all (exit 1).
+func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}, iso *isolation) int {
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin = os.Stdin
@@ -128,8 +140,17 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 	defer signal.Stop(sigs)
 	obs.taskStarting()
 	started, done := make(chan error, 1), make(chan error, 1)
-	go startAndWait(cmd, started, done) // owner: runTask, which reads started and done
-	if err := <-started; err != nil {
+	go startAndWait(cmd, iso, started, done) // owner: runTask, which reads started and done
+	err := <-started
+	if ie := (*isolateError)(nil); errors.As(err, &ie) {
+		if _, err := iso.unavailable(ie.err); err != nil {
+			log.Error("ferry could not start the task: " + err.Error())
+			return ExitStartFailure
+		}
+		go startAndWait(cmd, nil, started, done) // owner: runTask, as above
+		err = <-started
+	}
+	if err != nil {
 		log.Error("cannot start the task", "cmd", argv[0], "err", err.Error())
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
@@ -167,9 +188,19 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 // then locked got SIGKILL: exit 137 mid-task, under load in the fault
 // suite). It sends Start's error on started (nil once running), then
 // Wait's on done.
-func startAndWait(cmd *exec.Cmd, started, done chan<- error) {
+//
+// With iso, the thread first enters the task's mount namespace
+// (isolation.enter) and is never unlocked: the runtime ends it with this
+// goroutine rather than run other goroutines in that namespace. A failed
+// enter is sent on started as an *isolateError, before anything started.
+func startAndWait(cmd *exec.Cmd, iso *isolation, started, done chan<- error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if iso == nil {
+		defer runtime.UnlockOSThread()
+	} else if err := iso.enter(); err != nil {
+		started <- &isolateError{err: err}
+		return
+	}
 	if err := cmd.Start(); err != nil {
 		started <- err
 		return
@@ -177,6 +208,11 @@ func startAndWait(cmd *exec.Cmd, started, done chan<- error) {
 	started <- nil
 	done <- cmd.Wait()
 }
+
+// isolateError is a task namespace that could not be made.
+type isolateError struct{ err error }
+
+func (e *isolateError) Error() string { return e.err.Error() }
 
 func exitCode(err error, cmd *exec.Cmd) int {
 	if cmd.ProcessState == nil {
@@ -239,7 +275,7 @@ func finish(st *stack, code int) int {
 // or SIGINT) or the mount is unmounted from outside, then drains and
 // unmounts.
 func Mount(ctx context.Context, cfg config.Config, opts Options) int {
-	st, err := start(ctx, cfg, opts.Logger, opts.Hooks)
+	st, err := start(ctx, cfg, opts.Logger, opts.Hooks, false)
 	if err != nil {
 		opts.Logger.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure

@@ -18,7 +18,7 @@ func TestTaskSurvivesThreadExits(t *testing.T) {
 		cmd := exec.Command("sleep", "0.3")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		started, done := make(chan error, 1), make(chan error, 1)
-		go startAndWait(cmd, started, done)
+		go startAndWait(cmd, nil, started, done)
 		if err := <-started; err != nil {
 			t.Fatal(err)
 		}

@@ -34,6 +34,9 @@ type stack struct {
 	srv    *fusefs.Server
 	hooks  Hooks
 	obs    *observer // metrics, /metrics listener, exit summary
+	// iso is the plan of the task's mount namespace (isolate.go); nil
+	// for ferry mount, and when the task runs in ferry's namespace.
+	iso *isolation
 }
 
 // stores creates one store per bucket on first use.
@@ -146,14 +149,25 @@ func (s *stack) mount() error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("/dev/fuse is not available (run the container with --device /dev/fuse --cap-add SYS_ADMIN): %w", err)
 	}
+	if s.iso != nil {
+		if err := s.iso.bindMountPoint(); err != nil {
+			if s.iso, err = s.iso.unavailable(err); err != nil {
+				return err
+			}
+		}
+	}
 	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{
 		Metrics: metrics.NewFUSE(s.reg), AllowOther: s.cfg.AllowOther,
 		Passthrough: s.cfg.Passthrough, BackingDir: s.blocks.Config().Dir,
 	})
 	if err != nil {
+		s.iso.unbindMountPoint()
 		return err
 	}
 	s.srv = srv
+	if s.iso != nil {
+		s.iso.noteMounted()
+	}
 	if on, why := srv.Passthrough(); on {
 		s.log.Info("FUSE passthrough on: the kernel reads wholly cached files from the cache without ferry")
 	} else {
@@ -177,6 +191,7 @@ func (s *stack) unmount() {
 	}
 	s.srv.Abandon() // no handle is released behind close's back
 	s.srv = nil
+	s.iso.unbindMountPoint() // the FUSE mount is gone: the bind under it goes too
 }
 
 // ended returns a channel closed when the FUSE session ends: the mount

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,10 +24,19 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore/s3"
 )
 
+// init keeps the main goroutine on the main thread: test goroutines that
+// enter a task's mount namespace end locked (taskns_test.go), and the
+// runtime parks the main thread instead of ending it, where /proc/self
+// (which names the main thread) would show that namespace.
+func init() { runtime.LockOSThread() }
+
 // ferryBin is the binary under test, built once by TestMain.
 var ferryBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(denyUnshareEnv) != "" {
+		denyUnshareAndExec()
+	}
 	os.Unsetenv("AWS_CA_BUNDLE")
 	dir, err := os.MkdirTemp("", "ferry-e2e-bin-")
 	if err != nil {

@@ -99,12 +99,10 @@ func planIsolation(cfg config.Config, log *slog.Logger) (*isolation, error) {
 		return nil, nil
 	}
 	iso := &isolation{log: log, mode: mode, mountPoint: filepath.Clean(cfg.MountPoint)}
-	if err := iso.check(cfg.CacheDir); err == nil {
-		err = iso.probe()
-	} else {
+	if err := iso.check(cfg.CacheDir); err != nil {
 		return iso.unavailable(err)
 	}
-	if err != nil {
+	if err := iso.probe(); err != nil {
 		return iso.unavailable(err)
 	}
 	return iso, nil

@@ -80,7 +80,7 @@ func TestIsolateTaskView(t *testing.T) {
 	}
 	e.extra = []string{"FERRY_TEST_MARK=mark-42"}
 	c := e.cache
-	out := e.mustRun(probeScript+fmt.Sprintf(`
+	out := e.mustRun(probeScript + fmt.Sprintf(`
 probe ls ls -A %[1]s
 probe find find %[1]s -mindepth 1
 probe read cat %[2]s

@@ -14,8 +14,9 @@ import (
 	"github.com/ferry-fs/ferry/internal/testenv"
 )
 
-// TestCrashRecovery kills "ferry mount" with SIGKILL at chosen points of
-// its uploads, 21 times (three rounds of seven crash points: during a
+// TestCrashRecovery kills ferry ("ferry mount", or "ferry run" with the
+// I/O coming from its task's mount namespace) with SIGKILL at chosen
+// points of its uploads, 21 times (three rounds of seven crash points: during a
 // single-part PUT, mid-part of a multipart upload, just before and just
 // after CompleteMultipartUpload, during the server-side copy of a rename,
 // after the rename of a file not uploaded yet, right after close
@@ -217,7 +218,7 @@ func testCrash(t *testing.T, o crashOptions) {
 			t.Logf("iteration %d: MinIO's bucket-wide listing names uploads that no longer exist (ListParts: NoSuchUpload; see liveUploads):\n%s", i, strings.Join(phantoms, "\n"))
 			reportedPhantoms = len(phantoms)
 		}
-		t.Logf("iteration %d: %s, passthrough %s, killed %v at %q; verified in %v", i, point, crashPassthrough(i), killed, why, time.Since(t0).Round(time.Millisecond))
+		t.Logf("iteration %d: %s, passthrough %s, task namespace %v, killed %v at %q; verified in %v", i, point, crashPassthrough(i), crashTaskNS(i), killed, why, time.Since(t0).Round(time.Millisecond))
 	}
 }
 
@@ -230,11 +231,24 @@ func crashPassthrough(iter int) string {
 	return "off"
 }
 
-// crashOnce starts ferry mount, runs one crash point's I/O through the
-// mount from this process, kills ferry and detaches the mount.
+// crashTaskNS reports whether iteration iter runs its I/O as a task of
+// "ferry run" (from the task's mount namespace, see taskns_test.go)
+// rather than on "ferry mount": two iterations of each in turn, so that
+// both meet both passthrough settings.
+func crashTaskNS(iter int) bool { return (iter/2)%2 == 0 }
+
+// crashOnce starts ferry (mount, or run with a waiting task), runs one
+// crash point's I/O through the mount from this process (from the
+// task's namespace for ferry run), kills ferry and detaches the mount.
 func crashOnce(t *testing.T, e *s3env, c *crasher, endpoint string, point crashPoint, rng *rand.Rand, l *crashLedger, iter int, o crashOptions) (bool, string) {
 	t.Helper()
-	m := startMount(t, e, endpoint, "--passthrough", crashPassthrough(iter))
+	var m *mountProc
+	pid := 0
+	if crashTaskNS(iter) {
+		m, pid = startTaskMount(t, e, endpoint, "--passthrough", crashPassthrough(iter))
+	} else {
+		m = startMount(t, e, endpoint, "--passthrough", crashPassthrough(iter))
+	}
 	root := e.path("")
 	w := &crashIO{root: root, l: l, rng: rng}
 	dir := fmt.Sprintf("i%02d", iter)
@@ -321,7 +335,13 @@ func crashOnce(t *testing.T, e *s3env, c *crasher, endpoint string, point crashP
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- steps() }() // owner: crashOnce, which reads done
+	go func() { // owner: crashOnce, which reads done
+		if pid != 0 {
+			done <- inTaskNS(pid, steps)
+			return
+		}
+		done <- steps()
+	}()
 	var stepErr error
 	select {
 	case stepErr = <-done:

@@ -26,6 +26,11 @@ import (
 // compares the bucket with the reference tree. A divergence prints
 // FERRY_MODEL_SEED (and FERRY_MODEL_OPS) to reproduce it.
 //
+// TestModel runs the operations as a task of "ferry run" does: from a
+// thread in the mount namespace ferry made for its task (the cache
+// directory covered, the mount a slave copy of ferry's); the variant
+// without passthrough runs them on "ferry mount".
+//
 // It runs with FUSE passthrough (the default) and without: with it, a
 // descriptor opened read-only may read the bytes the file had when it
 // was opened (a passthrough open reads the cache file of that version)
@@ -33,7 +38,7 @@ import (
 // comparison accepts either, and only for such descriptors.
 func TestModel(t *testing.T) {
 	t.Parallel()
-	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, passthrough: "on"})
+	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, passthrough: "on", taskNS: true})
 }
 
 // TestModelNoPassthrough is TestModel with --passthrough off.
@@ -50,7 +55,7 @@ func TestSoakModel(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, passthrough: "on"})
+	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, passthrough: "on", taskNS: true})
 }
 
 // TestSoakModelNoPassthrough is TestSoakModel with --passthrough off.
@@ -69,6 +74,9 @@ type modelOptions struct {
 	checkEvery   int   // compare the whole trees every so many operations
 	maxOffset    int64 // largest offset or size drawn (rarely)
 	passthrough  string
+	// taskNS: the mount is ferry run's, and the operations come from its
+	// task's mount namespace (see taskns_test.go).
+	taskNS bool
 }
 
 // model is the state of one model run.
@@ -103,7 +111,17 @@ func runModel(t *testing.T, o modelOptions) {
 	// which the model compares (see vfs.Options.ExactAttrs); the model
 	// runs as root, which the permissions it sets do not lock out.
 	flags := []string{"--passthrough", o.passthrough, "--allow-other"}
-	mp := startMount(t, e, e.srv.Endpoint, flags...)
+	leave := func() {}
+	defer func() { leave() }() // back to the test's own namespace, also after a Fatal
+	mount := func() *mountProc {
+		if !o.taskNS {
+			return startMount(t, e, e.srv.Endpoint, flags...)
+		}
+		mp, pid := startTaskMount(t, e, e.srv.Endpoint, flags...)
+		leave = enterMountNS(t, pid)
+		return mp
+	}
+	mp := mount()
 	for _, r := range m.roots {
 		if err := os.MkdirAll(r, 0o755); err != nil {
 			t.Fatalf("mkdir %s: %v", r, err)
@@ -116,6 +134,8 @@ func runModel(t *testing.T, o modelOptions) {
 		// The bucket as the divergence found it (before the stop drains),
 		// with what symlinks reach above the model root.
 		bucket := strings.Join(e.keys("m/"), " ")
+		leave()
+		leave = func() {}
 		mp.stop(t)
 		log, _ := os.ReadFile(mp.log.Name())
 		soak := ""
@@ -160,11 +180,13 @@ func runModel(t *testing.T, o modelOptions) {
 			if msg := m.closeAll(); msg != "" {
 				fail(i, "closing every handle before a remount: %s", msg)
 			}
+			leave()
+			leave = func() {}
 			if code, log := mp.term(t, 2*time.Minute); code != 0 {
-				t.Fatalf("ferry mount exited %d at the remount after operation %d (seed %d)\n%s", code, i, seed, tailStr(log, 6000))
+				t.Fatalf("ferry exited %d at the remount after operation %d (seed %d)\n%s", code, i, seed, tailStr(log, 6000))
 			}
 			m.note(fmt.Sprintf("%6d remount", i))
-			mp = startMount(t, e, e.srv.Endpoint, flags...)
+			mp = mount()
 			if diffs := m.compareTrees(); len(diffs) > 0 {
 				fail(i, "the trees differ after the remount:\n%s", strings.Join(diffs, "\n"))
 			}
@@ -177,6 +199,8 @@ func runModel(t *testing.T, o modelOptions) {
 		fail(o.ops, "the trees differ at the end:\n%s", strings.Join(diffs, "\n"))
 	}
 	t.Logf("%d operations in %v (%d not compared: they resolve above the bucket)", o.ops, time.Since(t0).Round(time.Millisecond), escaped)
+	leave()
+	leave = func() {}
 	if code, log := mp.term(t, 3*time.Minute); code != 0 {
 		t.Fatalf("ferry mount exited %d at the end (seed %d)\n%s", code, seed, tailStr(log, 6000))
 	}

@@ -261,11 +261,14 @@ func (h *Handle) CachedFile(off int64, n int) (f *os.File, fileOff int64, m int,
 }
 
 // Backing returns a read-only descriptor of a cache file that holds the
-// whole of the clean object h reads, verified, for the FUSE layer to hand
-// the kernel (passthrough), and the identity of its bytes (two handles
-// with the same id read the same bytes). ok is false for a handle open
-// for writing, a file with local changes, an object not (yet) wholly
-// cached, and an empty one. The caller closes f.
+// clean object h reads, for the FUSE layer to hand the kernel
+// (passthrough), and the identity of its bytes (two handles with the same
+// id read the same bytes): a whole, verified file, or with cold
+// passthrough a sparse one the block cache fills as the kernel asks (see
+// block.Reader.Backing). ok is false for a handle open for writing, a
+// file with local changes, an object that cannot be passed through (not
+// wholly cached without cold passthrough, too large for it, empty). The
+// caller closes f.
 func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 	h.mu.Lock()
 	rd := h.rd
@@ -273,8 +276,7 @@ func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 	if rd == nil || h.wf != nil || h.dirty() != nil {
 		return nil, "", false
 	}
-	f, ok = rd.Backing()
-	return f, rd.ID(), ok
+	return rd.Backing()
 }
 
 // NotePassthrough records that the kernel serves h's reads from the file

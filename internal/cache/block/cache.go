@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferry-fs/ferry/internal/cache/hsm"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
@@ -54,6 +55,13 @@ type Cache struct {
 	// under stagersMu, loaded without a lock by every read.
 	stagers   atomic.Pointer[[]*Stager]
 	stagersMu sync.Mutex
+	// hsm is the pre-content listener of cold passthrough (cold.go); nil
+	// when off.
+	hsm atomic.Pointer[hsm.Listener]
+	// coldMu guards cold (the coldFiles of this process, by the file they
+	// fill). Taken before a coldFile's mu and before mu, never after.
+	coldMu sync.Mutex
+	cold   map[*objFile]*coldFile
 
 	// mu guards every field below, the refs, idleEl and gone fields of
 	// every objFile, and the mutable fields of every job and flight. Never
@@ -95,6 +103,7 @@ func New(cfg Config) (*Cache, error) {
 		files:      map[objID]*objFile{},
 		inflight:   map[blockID]*flight{},
 		fills:      map[objID]time.Time{},
+		cold:       map[*objFile]*coldFile{},
 	}
 	chunk := chunkSize(cfg.BlockSize)
 	c.scratch.New = func() any { b := make([]byte, chunk); return &b }
@@ -169,6 +178,7 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.sweepCold(true)
 	c.mu.Lock()
 	files := c.files
 	c.files = map[objID]*objFile{}
@@ -193,6 +203,7 @@ type counters struct {
 	direct, claimWaits        atomic.Int64
 	verifiedBytes             atomic.Int64
 	ptOpens, ptBytes          atomic.Int64
+	coldOpens, coldFiles      atomic.Int64
 }
 
 // Stats is a snapshot of the cache's counters. Cumulative counters start
@@ -223,6 +234,8 @@ type Stats struct {
 	VerifiedBytes    int64 // bytes of whole files checksummed in full before they backed a passthrough open
 	PassthroughOpens int64 // opens whose reads the kernel served from a cache file (Reader.NotePassthrough)
 	PassthroughBytes int64 // the sizes of their files: what the kernel may have read without ferry
+	ColdOpens        int64 // of PassthroughOpens, those handed a file not yet whole (cold passthrough)
+	ColdFiles        int64 // files not yet whole that back passthrough opens now (or may: a mapping)
 }
 
 // Stats returns a snapshot of the counters.
@@ -247,5 +260,6 @@ func (c *Cache) Stats() Stats {
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
 		ClaimWaits: c.st.claimWaits.Load(), VerifiedBytes: c.st.verifiedBytes.Load(),
 		PassthroughOpens: c.st.ptOpens.Load(), PassthroughBytes: c.st.ptBytes.Load(),
+		ColdOpens: c.st.coldOpens.Load(), ColdFiles: c.st.coldFiles.Load(),
 	}
 }

@@ -101,6 +101,7 @@ func (c *Cache) evictLoop() {
 				lastScan = time.Now()
 			}
 			c.closeUnlinked()
+			c.sweepCold(false)
 		}
 		c.evictOnce()
 	}

@@ -217,24 +217,19 @@ func testCrash(t *testing.T, o crashOptions) {
 			t.Logf("iteration %d: MinIO's bucket-wide listing names uploads that no longer exist (ListParts: NoSuchUpload; see liveUploads):\n%s", i, strings.Join(phantoms, "\n"))
 			reportedPhantoms = len(phantoms)
 		}
-		t.Logf("iteration %d: %s, passthrough %s, killed %v at %q; verified in %v", i, point, crashPassthrough(i), killed, why, time.Since(t0).Round(time.Millisecond))
+		t.Logf("iteration %d: %s, read mode %s, killed %v at %q; verified in %v", i, point, crashMode(i), killed, why, time.Since(t0).Round(time.Millisecond))
 	}
 }
 
-// crashPassthrough is the --passthrough setting of iteration iter: on and
-// off in turn, so that the crash suite covers both.
-func crashPassthrough(iter int) string {
-	if iter%2 == 0 {
-		return "on"
-	}
-	return "off"
-}
+// crashMode is the read mode of iteration iter: each in turn, so that
+// the crash suite covers them all.
+func crashMode(iter int) string { return readModes[iter%len(readModes)] }
 
 // crashOnce starts ferry mount, runs one crash point's I/O through the
 // mount from this process, kills ferry and detaches the mount.
 func crashOnce(t *testing.T, e *s3env, c *crasher, endpoint string, point crashPoint, rng *rand.Rand, l *crashLedger, iter int, o crashOptions) (bool, string) {
 	t.Helper()
-	m := startMount(t, e, endpoint, "--passthrough", crashPassthrough(iter))
+	m := startMount(t, e, endpoint, readModeFlags(crashMode(iter))...)
 	root := e.path("")
 	w := &crashIO{root: root, l: l, rng: rng}
 	dir := fmt.Sprintf("i%02d", iter)

@@ -36,6 +36,9 @@ type Handle struct {
 	// name went, released at Release).
 	follow *writeback.File
 	held   bool
+	// pt: the kernel serves this handle's reads from the cache file of
+	// the version it opened (passthrough; see keepSnapshots).
+	pt bool
 
 	// KeepCache tells the kernel it may keep its page cache for this file:
 	// the version is the one seen at the previous open.
@@ -100,6 +103,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		return nil, syscall.ENXIO // the kernel opens these itself
 	}
 	if fl.Write {
+		fs.keepSnapshots(ctx, l)
 		// The file keeps the object's attributes: metadata a listing lacked.
 		if info, err = fs.fullInfo(ctx, l, info); err != nil {
 			return nil, err
@@ -284,6 +288,7 @@ func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 func (h *Handle) NotePassthrough() {
 	h.mu.Lock()
 	rd := h.rd
+	h.pt = true
 	h.mu.Unlock()
 	if rd != nil {
 		rd.NotePassthrough()

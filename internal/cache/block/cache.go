@@ -235,7 +235,10 @@ type Stats struct {
 	PassthroughOpens int64 // opens whose reads the kernel served from a cache file (Reader.NotePassthrough)
 	PassthroughBytes int64 // the sizes of their files: what the kernel may have read without ferry
 	ColdOpens        int64 // of PassthroughOpens, those handed a file not yet whole (cold passthrough)
-	ColdFiles        int64 // files not yet whole that back passthrough opens now (or may: a mapping)
+	ColdFiles        int64 // files opened cold that back passthrough opens now (or may: a mapping)
+	ColdEvents       int64 // reads of cold files the kernel asked about (pre-content events)
+	ColdWaits        int64 // of those, the reads that waited for a fetch
+	ColdDenied       int64 // of those, the reads failed with EIO (fetch failed, or ferry no longer knew the file)
 }
 
 // Stats returns a snapshot of the counters.
@@ -247,7 +250,7 @@ func (c *Cache) Stats() Stats {
 		queued += int64(c.queue[p].Len())
 	}
 	c.mu.Unlock()
-	return Stats{
+	s := Stats{
 		Hits: c.st.hits.Load(), Misses: c.st.misses.Load(),
 		BytesFromCache: c.st.bytesCache.Load(), BytesFromNetwork: c.st.bytesNet.Load(),
 		BytesFetched: c.st.fetched.Load(), PrefetchedBytes: c.st.prefetched.Load(),
@@ -262,4 +265,9 @@ func (c *Cache) Stats() Stats {
 		PassthroughOpens: c.st.ptOpens.Load(), PassthroughBytes: c.st.ptBytes.Load(),
 		ColdOpens: c.st.coldOpens.Load(), ColdFiles: c.st.coldFiles.Load(),
 	}
+	if l := c.hsm.Load(); l != nil {
+		hs := l.Stats()
+		s.ColdEvents, s.ColdWaits, s.ColdDenied = hs.Events, hs.Filled, hs.Denied
+	}
+	return s
 }

@@ -82,8 +82,8 @@ func TestSoakModelNoPassthrough(t *testing.T) {
 type modelOptions struct {
 	ops          int
 	remountEvery int
-	checkEvery   int   // compare the whole trees every so many operations
-	maxOffset    int64 // largest offset or size drawn (rarely)
+	checkEvery   int    // compare the whole trees every so many operations
+	maxOffset    int64  // largest offset or size drawn (rarely)
 	mode         string // read mode (readmode_test.go)
 }
 

@@ -79,6 +79,7 @@ type Cache struct {
 	inflight map[blockID]*flight // blocks being fetched
 	queue    [nPrio]list.List    // of *job not started yet, by priority
 	fills    map[objID]time.Time // objects being warmed in the background (zero time) or warmed whole at a time
+	stuck    map[objID]time.Time // objects whose claims another process held too long, and when (claim.go)
 }
 
 // New opens (creating if needed) the cache in cfg.Dir and starts its fetch
@@ -104,6 +105,7 @@ func New(cfg Config) (*Cache, error) {
 		inflight:   map[blockID]*flight{},
 		fills:      map[objID]time.Time{},
 		cold:       map[*objFile]*coldFile{},
+		stuck:      map[objID]time.Time{},
 	}
 	chunk := chunkSize(cfg.BlockSize)
 	c.scratch.New = func() any { b := make([]byte, chunk); return &b }

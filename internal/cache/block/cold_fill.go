@@ -53,6 +53,7 @@ func (cf *coldFile) Ready(off, n int64, pid int32) bool {
 	c.st.hits.Add(1)
 	c.st.bytesCache.Add(hi - lo)
 	c.stageRead(o.ref, lo, hi-lo, waitNone)
+	cf.checkWhole()
 	return true
 }
 

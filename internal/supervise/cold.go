@@ -64,10 +64,8 @@ func (s *stack) startCold() error {
 		l.Close()
 		return off("the guardian process did not start", err)
 	}
-	if err := l.SetMount(s.cfg.MountPoint); err == nil {
-		if msg, err := hsm.MountMessage(s.cfg.MountPoint); err == nil {
-			c.ctl.WriteString(msg)
-		}
+	if err := l.SetMount(s.cfg.MountPoint); err != nil {
+		s.log.Debug("cold passthrough: the mount's device", "err", err)
 	}
 	s.cold = c
 	s.blocks.SetPrecontent(l)

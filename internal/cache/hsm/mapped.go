@@ -65,4 +65,3 @@ func mapsDevice(path, dev string) bool {
 		}
 	}
 }
-

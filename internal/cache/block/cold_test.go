@@ -16,7 +16,6 @@ import (
 // pre-content listener over its directory).
 func coldFixture(t *testing.T, size int, cfg Config) (*fixture, *hsm.Listener) {
 	t.Helper()
-	cfg.FillRandomUpTo = 1 << 40
 	f := newFixture(t, size, cfg)
 	l, err := hsm.Open(f.cache.cfg.Dir, nil)
 	if err != nil {

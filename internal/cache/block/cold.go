@@ -30,7 +30,8 @@ import (
 // whole file's watch ends at once, a partial one's only when no mapping
 // of the mount is left (a mapping outlives every open).
 
-// coldReaders bounds the per-process readahead state of one coldFile.
+// coldReaders bounds the per-process readahead state of one coldFile
+// (Readers not in use beyond it are closed, least recent first).
 const coldReaders = 16
 
 // coldFile is one sparse data file backing passthrough opens.
@@ -41,9 +42,9 @@ type coldFile struct {
 
 	// mu guards the fields below. Never held while taking Cache.mu.
 	mu      sync.Mutex
-	refs    int               // Readers whose backing file it is
-	readers map[int32]*Reader // readahead state per reading process (by pid)
-	order   []int32           // pids in readers, oldest first
+	refs    int                   // Readers whose backing file it is
+	readers map[int32]*coldReader // readahead state per reading process (by pid)
+	order   []int32               // pids in readers, least recently used first
 	whole   bool              // every block present and verified; events ended
 	checks  bool              // a background check for wholeness is running
 	dropped bool
@@ -120,7 +121,7 @@ func (c *Cache) coldFor(f *objFile) (*coldFile, error) {
 			return nil, cacheIOErr(err)
 		}
 	}
-	cf := &coldFile{c: c, f: f, refs: 1, readers: map[int32]*Reader{}}
+	cf := &coldFile{c: c, f: f, refs: 1, readers: map[int32]*coldReader{}}
 	w, err := l.Watch(f.data, cf)
 	if err != nil {
 		return nil, err
@@ -217,7 +218,7 @@ func (c *Cache) coldDrop(cf *coldFile, force bool) {
 	c.coldMu.Unlock()
 	cf.w.Close(whole)
 	for _, r := range readers {
-		r.Close()
+		r.rd.Close() // a fill still using it fails with ErrClosed: its read gets EIO
 	}
 	c.release(cf.f)
 	c.st.coldFiles.Add(-1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // The Filler side of a coldFile (hsm.Filler): the listener calls Ready on
@@ -34,8 +35,9 @@ func (cf *coldFile) Ready(off, n int64, pid int32) bool {
 	if !ok {
 		return true // past the end: the kernel reads nothing there
 	}
-	if rd := cf.reader(pid); rd != nil {
-		rd.observe(lo, hi-lo)
+	if cr := cf.reader(pid); cr != nil {
+		cr.rd.observe(lo, hi-lo)
+		cf.done(cr)
 	}
 	f, o := cf.f, cf.f.o
 	for idx := first; idx <= last; idx++ {
@@ -75,10 +77,12 @@ func (cf *coldFile) Fill(ctx context.Context, off, n int64, pid int32) error {
 		return nil
 	}
 	c, o := cf.c, cf.f.o
-	rd := cf.reader(pid)
-	if rd == nil {
+	cr := cf.reader(pid)
+	if cr == nil {
 		return ErrClosed
 	}
+	defer cf.done(cr)
+	rd := cr.rd
 	waited := false
 	for idx := first; idx <= last; idx++ {
 		bl, bh := max(lo, idx*o.bs)-idx*o.bs, min(hi, idx*o.bs+o.blockLen(idx))-idx*o.bs
@@ -167,32 +171,54 @@ func (cf *coldFile) copyIn(src *objFile, idx int64) error {
 	return nil
 }
 
-// reader returns the readahead Reader of process pid (made on first use;
-// the oldest is dropped beyond coldReaders), or nil once cf is dropped.
-func (cf *coldFile) reader(pid int32) *Reader {
+// coldReader is the readahead state of one reading process.
+type coldReader struct {
+	rd   *Reader
+	pid  int32
+	uses int // events using it now (guarded by coldFile.mu)
+}
+
+// reader returns the readahead state of process pid, in use until done
+// (made on first use; beyond coldReaders, the least recently used one
+// not in use is closed), or nil once cf is dropped.
+func (cf *coldFile) reader(pid int32) *coldReader {
 	cf.mu.Lock()
 	if cf.dropped {
 		cf.mu.Unlock()
 		return nil
 	}
-	if rd := cf.readers[pid]; rd != nil {
-		cf.mu.Unlock()
-		return rd
+	cr := cf.readers[pid]
+	if cr == nil {
+		cr = &coldReader{rd: cf.c.Open(cf.f.o.ref), pid: pid}
+		cf.readers[pid] = cr
+	} else {
+		cf.order = slices.DeleteFunc(cf.order, func(p int32) bool { return p == pid })
 	}
-	rd := cf.c.Open(cf.f.o.ref)
-	cf.readers[pid] = rd
 	cf.order = append(cf.order, pid)
-	var old *Reader
-	if len(cf.order) > coldReaders {
-		old = cf.readers[cf.order[0]]
-		delete(cf.readers, cf.order[0])
-		cf.order = cf.order[1:]
+	cr.uses++
+	var old []*Reader
+	for i := 0; len(cf.readers) > coldReaders && i < len(cf.order); {
+		o := cf.readers[cf.order[i]]
+		if o.uses > 0 {
+			i++
+			continue
+		}
+		delete(cf.readers, o.pid)
+		cf.order = slices.Delete(cf.order, i, i+1)
+		old = append(old, o.rd)
 	}
 	cf.mu.Unlock()
-	if old != nil {
-		old.Close() // reads still using it fail with ErrClosed: their event is denied
+	for _, rd := range old {
+		rd.Close()
 	}
-	return rd
+	return cr
+}
+
+// done ends an event's use of cr.
+func (cf *coldFile) done(cr *coldReader) {
+	cf.mu.Lock()
+	cr.uses--
+	cf.mu.Unlock()
 }
 
 // checkWhole ends cf's events once its file is whole and verified: at

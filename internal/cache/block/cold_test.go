@@ -2,12 +2,15 @@ package block
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferry-fs/ferry/internal/cache/hsm"
 )
@@ -159,5 +162,45 @@ func TestColdDamagedBlock(t *testing.T) {
 	readBacking(t, b, 4096, f.data)
 	if st := f.cache.Stats(); st.Corruptions == 0 || st.ColdOpens != 1 {
 		t.Fatalf("stats %+v: want the damage found and a cold open", st)
+	}
+}
+
+// TestColdManyReaders: more reading processes than coldReaders at once
+// (32 fio jobs): every fill succeeds (a reader's readahead state is never
+// closed under it).
+func TestColdManyReaders(t *testing.T) {
+	f, _ := coldFixture(t, 8<<20, Config{BlockSize: 1 << 20})
+	f.store.delay = 5 * time.Millisecond
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	b, _, ok := r.Backing()
+	if !ok {
+		t.Fatal("no cold backing file")
+	}
+	defer b.Close()
+	var cf *coldFile
+	f.cache.coldMu.Lock()
+	for _, c := range f.cache.cold {
+		cf = c
+	}
+	f.cache.coldMu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*coldReaders)
+	for i := range 4 * coldReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pid := int32(1000 + i)
+			off := int64(i) * 4096 * 61 % (8 << 20)
+			cf.Ready(off, 4096, pid)
+			if err := cf.Fill(context.Background(), off, 4096, pid); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("fill: %v", err)
 	}
 }

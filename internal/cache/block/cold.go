@@ -165,7 +165,6 @@ func (r *Reader) coldBacking(cf *coldFile) (f *os.File, key string, ok bool) {
 	if prev != nil {
 		c.coldRelease(prev)
 	}
-	c.st.coldOpens.Add(1)
 	return f, backingKey(r.o, cf.f), true
 }
 

@@ -54,6 +54,7 @@ func TestColdBacking(t *testing.T) {
 		t.Fatal("no cold backing file for an object not in the cache")
 	}
 	defer b.Close()
+	r.NotePassthrough() // as the FUSE layer does once the open passes through
 	if st := f.cache.Stats(); st.ColdOpens != 1 || st.ColdFiles != 1 {
 		t.Fatalf("stats %+v: want one cold open and file", st)
 	}
@@ -159,6 +160,7 @@ func TestColdDamagedBlock(t *testing.T) {
 		t.Fatal("no backing file")
 	}
 	defer b.Close()
+	r.NotePassthrough()
 	readBacking(t, b, 4096, f.data)
 	if st := f.cache.Stats(); st.Corruptions == 0 || st.ColdOpens != 1 {
 		t.Fatalf("stats %+v: want the damage found and a cold open", st)

@@ -405,7 +405,7 @@ func (r *Reader) ID() string { return hexID(r.o.id) }
 func (r *Reader) Backing() (f *os.File, key string, ok bool) {
 	c := r.c
 	h := r.file()
-	if h == nil && c.hsm.Load() != nil && c.coldAllowed(r.o.ref.Size) {
+	if h == nil && c.hsm.Load() != nil && c.coldAllowed(r.o.ref.Size) && c.roomFor(r.o.ref.Size) {
 		// Not on disk yet: make its files, to open them cold.
 		if of, err := c.openObj(r.o, true); err == nil {
 			h, _ = r.hold(of)
@@ -445,6 +445,12 @@ func (r *Reader) Backing() (f *os.File, key string, ok bool) {
 // the file's size: the most the kernel can read of it).
 func (r *Reader) NotePassthrough() {
 	r.c.st.ptOpens.Add(1)
+	r.mu.Lock()
+	cold := r.cold != nil
+	r.mu.Unlock()
+	if cold {
+		r.c.st.coldOpens.Add(1)
+	}
 	r.c.st.ptBytes.Add(r.o.ref.Size)
 	r.c.stageRead(r.o.ref, 0, r.o.ref.Size, waitNone)
 }

@@ -10,7 +10,9 @@
 
 # ferry-nopt is ferry with FUSE passthrough off (--passthrough off): reads
 # of wholly cached files go through ferry as before passthrough.
-FUSE_CONTENDERS=(ferry ferry-nopt s3fs rclone mount-s3 mount-s3-cache goofys geesefs)
+# ferry-nocold is ferry with cold passthrough off (--cold-passthrough off):
+# only wholly cached files pass through, the others are read through ferry.
+FUSE_CONTENDERS=(ferry ferry-nocold ferry-nopt s3fs rclone mount-s3 mount-s3-cache goofys geesefs)
 
 c_bin() { case $1 in ferry*) echo "$FERRY" ;; mount-s3*) echo mount-s3 ;; *) echo "$1" ;; esac; }
 c_available() { command -v "$(c_bin "$1")" >/dev/null 2>&1; }
@@ -18,6 +20,7 @@ c_version() {
   case $1 in
     ferry) "$FERRY" version | head -1 ;;
     ferry-nopt) echo "$("$FERRY" version | head -1), --passthrough off" ;;
+    ferry-nocold) echo "$("$FERRY" version | head -1), --cold-passthrough off" ;;
     s3fs) s3fs --version 2>&1 | head -1 | sed 's/ with .*//' ;;
     rclone) rclone version | head -1 ;;
     *) "$(c_bin "$1")" --version 2>&1 | head -1 ;;
@@ -31,6 +34,8 @@ c_cmd() {
     ferry) printf '%s\n' "$FERRY" mount --cache-dir "$D" --metrics-addr "127.0.0.1:$FERRY_METRICS_PORT" \
       --log-file "$L" --log-level "${FERRY_LOG_LEVEL:-info}" "$M" ;;
     ferry-nopt) printf '%s\n' "$FERRY" mount --passthrough off --cache-dir "$D" --metrics-addr "127.0.0.1:$FERRY_METRICS_PORT" \
+      --log-file "$L" --log-level "${FERRY_LOG_LEVEL:-info}" "$M" ;;
+    ferry-nocold) printf '%s\n' "$FERRY" mount --cold-passthrough off --cache-dir "$D" --metrics-addr "127.0.0.1:$FERRY_METRICS_PORT" \
       --log-file "$L" --log-level "${FERRY_LOG_LEVEL:-info}" "$M" ;;
     s3fs) printf '%s\n' s3fs "$BUCKET" "$M" -f -o "url=$BENCH_S3,use_path_request_style,endpoint=us-east-1,passwd_file=$W/s3fs.passwd,use_cache=$D,del_cache,parallel_count=16,multipart_size=16,multireq_max=32,max_stat_cache_size=100000,logfile=$L" ;;
     rclone) printf '%s\n' rclone mount "s3env:$BUCKET" "$M" --vfs-cache-mode full --cache-dir "$D" \

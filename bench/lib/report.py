@@ -34,10 +34,12 @@ METRICS += [
     ("cpu_per_gib_cold", "client CPU per GiB, cold seq read 1 MiB, 1 job [s/GiB]", False),
     ("task_wall", "task workload: wall [s]", False),
     ("task_eff", "task workload: compute / wall", True),
+    ("task_pagecache", "task workload: page cache growth while reading / reference size [x]", False),
     ("task_wall_shared", "task workload, one mount for all tasks: wall [s]", False),
     ("task_eff_shared", "task workload, one mount for all tasks: compute / wall", True),
     ("task_wall_8t", "task workload, 8 tasks: wall [s]", False),
     ("task_eff_8t", "task workload, 8 tasks: compute / wall", True),
+    ("task_pagecache_8t", "task workload, 8 tasks: page cache growth while reading / reference size [x]", False),
     ("task_wall_shared_8t", "task workload, 8 tasks, one mount for all tasks: wall [s]", False),
     ("task_eff_shared_8t", "task workload, 8 tasks, one mount for all tasks: compute / wall", True),
     ("stage_wall_off", "staged-input tasks, staging off: wall [s]", False),
@@ -102,12 +104,13 @@ def report(a):
     conts = [line.rstrip("\n").split("\t") for line in open(a.contenders) if line.strip()]
     installed = [c[0] for c in conts if c[1] != "not installed"]
     cols = [c for c in installed if c in data] + [c for c in ("compute-only",) if c in data]
-    # ferry-nopt (passthrough off) and ferry-stage are ferry, not peers.
+    # ferry-nopt (passthrough off), ferry-nocold (cold passthrough off) and
+    # ferry-stage are ferry, not peers.
     peers = [c for c in cols if not c.startswith("ferry") and c not in BASELINES]
     md = ["# ferry benchmark: %s mode" % a.mode, "", a.env + ".", "",
           "Sizes (scaled to the machine): " + a.sizes + ".", "",
           "One row per workload. `best peer` is the best FUSE client other than ferry "
-          "(ferry-nopt is ferry with `--passthrough off`); "
+          "(ferry-nopt is ferry with `--passthrough off`, ferry-nocold with `--cold-passthrough off`); "
           "ratios are ferry / best peer and ferry / baseline (getfloor: plain parallel ranged GETs; copy; local disk), oriented so that **> 1 means "
           "ferry is better** (for times and RSS: peer / ferry; for throughput: ferry / peer). "
           "`timeout` rows are lower bounds; `n/a` = does not apply; `unsupported` = the "

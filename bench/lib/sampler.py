@@ -4,7 +4,10 @@
 usage: sampler.py OUT PID[,PID...] [--tree]
 
 Every 0.25 s sums the RSS of the PIDs (with --tree: and all their descendants)
-and keeps the maximum; CPU = for each process sampled, (utime+stime) at its
+and keeps the maximum; the file-backed pages of processes that run one
+executable (ferry and its guardian, the ferry processes of the task workload)
+count once, as the largest of them (they are the same pages of the page
+cache: the binary's text); anonymous memory counts for every process; CPU = for each process sampled, (utime+stime) at its
 last sample minus at the first sample of the run (a descendant that appears
 later counts from 0). Stops when every PID has exited or on SIGTERM, then
 writes "peak_MiB cpu_s" to OUT. A process that exits between samples loses at
@@ -43,11 +46,15 @@ def children(pid):
 
 
 def rss(pid):
+    """(anonymous, file-backed + shmem) resident bytes and the executable."""
     try:
         with open("/proc/%d/statm" % pid) as f:
-            return int(f.read().split()[1]) * PAGE
+            v = f.read().split()
+        exe = os.readlink("/proc/%d/exe" % pid)
     except OSError:
-        return 0
+        return 0, 0, ""
+    res, shared = int(v[1]) * PAGE, int(v[2]) * PAGE
+    return res - shared, shared, exe
 
 
 def main():
@@ -62,7 +69,7 @@ def main():
         while tree and frontier:
             frontier = [c for p in frontier for c in children(p)]
             pids += frontier
-        total = 0
+        anon, files = 0, {}
         for p in pids:
             try:
                 f = stat_fields(p)
@@ -71,7 +78,10 @@ def main():
             ticks = int(f[11]) + int(f[12])
             first.setdefault(p, ticks if not started else 0)
             last[p] = ticks
-            total += rss(p)
+            a, sh, exe = rss(p)
+            anon += a
+            files[exe] = max(files.get(exe, 0), sh)
+        total = anon + sum(files.values())
         started = True
         peak = max(peak, total)
         time.sleep(0.25)

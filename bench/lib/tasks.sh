@@ -77,6 +77,27 @@ tasks_finish() {
   fi
 }
 
+# Page cache of the read phase (lib/pagecache.py): pc_start, after
+# drop_caches and before the tasks start, notes Cached and waits in the
+# background until every task has read the reference (task.py marks it in
+# TASK_READ_DONE); pc_stop CONTENDER records the growth of Cached by then,
+# less MinIO's own copy of the reference, per reference size (1.0 = the
+# client kept one copy for all tasks; one copy per task gives TASKS).
+pc_start() {
+  PC_DIR=$W/readdone
+  rm -rf "$PC_DIR"; mkdir -p "$PC_DIR"
+  export TASK_READ_DONE=$PC_DIR
+  python3 "$LIB/pagecache.py" "$PC_DIR" "$TASKS" "$W/minio/$BUCKET/ref" "$((TASK_REF_MB << 20))" "$W/pagecache.out" "$TASK_CAP" &
+  PC_PID=$!
+}
+pc_stop() {
+  wait "$PC_PID" 2>/dev/null || true
+  unset TASK_READ_DONE
+  record "$1" "task_pagecache$TSFX" "$(cat "$W/pagecache.out" 2>/dev/null || echo fail)" x \
+    "growth of Cached until every task had read the reference (MinIO's copy excluded) / ${TASK_REF_MB} MiB"
+  rm -f "$W/pagecache.out"
+}
+
 # ferry_tasks SHARED(1|0) PREFIX [ARGS...]: one `ferry run` per task (each its
 # own mount), all on one --cache-dir (1) or one each (0), with ARGS; sets
 # FAILED and T0; samples RSS/CPU of the ferry processes (not their task children).
@@ -84,6 +105,7 @@ ferry_tasks() {
   local i pids=() fpids=() M cache=$W/cache/ferry-task p shared=$1 prefix=$2
   shift 2
   rm -rf "$cache"; drop_caches
+  pc_start
   T0=$(now) FAILED=0
   for ((i = 0; i < TASKS; i++)); do
     M=$W/tmnt/ferry-$i; mkdir -p "$M"; echo "$M" >>"$W/mounts"
@@ -99,14 +121,19 @@ ferry_tasks() {
   meas_start "$(IFS=,; echo "${fpids[*]}")"
   for i in "${pids[@]}"; do wait "$i" || FAILED=$((FAILED + 1)); done
   meas_stop
+  wait "$PC_PID" 2>/dev/null || true
+  PC_FERRY=$(cat "$W/pagecache.out" 2>/dev/null || echo fail)
+  unset TASK_READ_DONE
 }
 
 # tasks_ferry CONTENDER: the tasks with one `ferry run` each on one cache dir
-# (the Nextflow model; ferry-nopt: --passthrough off), then on one mount of
+# (the Nextflow model; ferry-nopt: --passthrough off; ferry-nocold:
+# --cold-passthrough off), then on one mount of
 # CONTENDER for all tasks.
 tasks_ferry() {
   local c=$1 args=()
   [ "$c" = ferry-nopt ] && args=(--passthrough off)
+  [ "$c" = ferry-nocold ] && args=(--cold-passthrough off)
   phase_reset
   ferry_tasks 1 "tout/$c$TSFX/" "${args[@]}"
   if [ "$FAILED" != 0 ]; then
@@ -117,6 +144,7 @@ tasks_ferry() {
     ferry_tasks 0 "tout/$c$TSFX/" "${args[@]}"
   fi
   tasks_finish "$c" "$T0" "$FAILED" "" "" "one ferry run per task"
+  record "$c" "task_pagecache$TSFX" "$PC_FERRY" x "one ferry run per task: growth of Cached until every task had read the reference (MinIO's copy excluded) / ${TASK_REF_MB} MiB"
   [ -n "$TSFX" ] || phase_record "$c" task "the $TASKS ferry processes"
   rm -rf "$W/cache/ferry-task"
   # The same tasks on one mount, as the other clients run them.
@@ -131,8 +159,9 @@ tasks_fuse() {
   local c=$1 prefix=${2:-tout/$1$TSFX/} sfx=${3:-} i pids=() t0 failed=0
   phase_reset
   c_umount "$c"; rm -rf "${W:?}/cache/$c"; drop_caches
+  pc_start
   t0=$(now)
-  c_mount "$c" || return 1
+  c_mount "$c" || { kill "$PC_PID" 2>/dev/null; unset TASK_READ_DONE; return 1; }
   meas_start "$C_PID" --tree
   for ((i = 0; i < TASKS; i++)); do
     # shellcheck disable=SC2046
@@ -142,6 +171,7 @@ tasks_fuse() {
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
   tasks_finish "$c" "$t0" "$failed" "$prefix" "$sfx" "one mount for all tasks"
   meas_stop
+  if [[ $c == ferry* ]]; then wait "$PC_PID" 2>/dev/null || true; unset TASK_READ_DONE; else pc_stop "$c"; fi
   if [ -z "$sfx$TSFX" ]; then phase_record "$c" task "the mount daemon (one mount for all tasks)"; fi
   c_umount "$c"
 }
@@ -149,6 +179,7 @@ tasks_fuse() {
 tasks_copy() {
   local i pids=() t0 failed=0 d
   drop_caches
+  pc_start
   t0=$(now)
   for ((i = 0; i < TASKS; i++)); do
     d=$W/copytask/$i; mkdir -p "$d"
@@ -160,12 +191,14 @@ tasks_copy() {
   done
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
   tasks_finish copy "$t0" "$failed"
+  pc_stop copy
   rm -rf "$W/copytask"
 }
 
 tasks_local() {
   local i pids=() t0 failed=0
   drop_caches
+  pc_start
   t0=$(now)
   for ((i = 0; i < TASKS; i++)); do
     # shellcheck disable=SC2046
@@ -173,6 +206,7 @@ tasks_local() {
   done
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
   sync
+  pc_stop local
   local wall; wall=$(elapsed "$t0" "$(now)")
   record local "task_wall$TSFX" "$wall" s "$TASKS tasks; outputs on local disk; after sync"
   record local "task_eff$TSFX" "$(awk -v a="$TASK_COMPUTE_WALL" -v b="$wall" 'BEGIN{printf "%.3f", a/b}')" ratio "compute-only wall / wall"

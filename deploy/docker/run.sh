@@ -5,7 +5,10 @@
 # FUSE needs /dev/fuse and CAP_SYS_ADMIN; Docker's default AppArmor profile
 # forbids mount(2), hence apparmor=unconfined (a no-op without AppArmor).
 # The cache (/tmp/ferry-cache, ferry's default) is a host directory on local
-# disk, not the container's overlay.
+# disk (ext4, xfs or btrfs), not the container's overlay: shared by every task
+# on the host (each block fetched once per host), and a file system that takes
+# fanotify pre-content events, so that cold files pass through too (tmpfs and
+# overlayfs refuse them; ferry then says so at mount and reads them itself).
 set -eu
 img=$1; shift
 exec docker run --rm --device /dev/fuse --cap-add SYS_ADMIN --security-opt apparmor=unconfined \

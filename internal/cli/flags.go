@@ -188,6 +188,10 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.Passthrough })
 		}),
+	def("cold-passthrough", "auto, on or off: pass read-only opens through even before the file is wholly cached, the cache filling each range as the kernel asks for it (fanotify pre-content events, Linux 6.14+, a cache dir on ext4, xfs or btrfs); auto falls back when unavailable, on fails instead", []string{"FERRY_COLD_PASSTHROUGH"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.ColdPassthrough })
+		}),
 	def("log-level", "debug, info, warn or error", []string{"FERRY_LOG_LEVEL", "FUSION_LOG_LEVEL"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.LogLevel })

@@ -36,6 +36,9 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
 	}
+	if len(args) > 1 && args[1] == supervise.GuardArg {
+		return supervise.GuardMain(args[2:]) // started by ferry itself (supervise/cold.go)
+	}
 	if isFusion(args[0]) {
 		return runFusion(ctx, args[1:], stdio)
 	}

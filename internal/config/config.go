@@ -35,6 +35,11 @@ type Config struct {
 	// Passthrough is auto, on or off: whether opens of wholly cached files
 	// hand the kernel the cache file (FUSE passthrough, Linux 6.9+).
 	Passthrough string
+	// ColdPassthrough is auto, on or off: whether read-only opens of files
+	// not yet wholly cached pass through too, the cache filling each range
+	// as the kernel asks for it (fanotify pre-content events, Linux 6.14+;
+	// needs Passthrough).
+	ColdPassthrough string
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -98,6 +103,7 @@ func Defaults() Config {
 		FillRandomUpTo:  8 << 30,
 		MemoryLimit:     96 << 20,
 		Passthrough:     "auto",
+		ColdPassthrough: "auto",
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 		StageInputs:     StageAuto,
@@ -121,6 +127,14 @@ func (c Config) Validate() error {
 	case "auto", "on", "off":
 	default:
 		errs = append(errs, fmt.Errorf("passthrough %q: want auto, on or off", c.Passthrough))
+	}
+	switch c.ColdPassthrough {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("cold passthrough %q: want auto, on or off", c.ColdPassthrough))
+	}
+	if c.ColdPassthrough == "on" && c.Passthrough == "off" {
+		errs = append(errs, errors.New("cold passthrough on needs passthrough (it is off)"))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("request timeout must be positive"))

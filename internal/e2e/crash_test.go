@@ -218,24 +218,19 @@ func testCrash(t *testing.T, o crashOptions) {
 			t.Logf("iteration %d: MinIO's bucket-wide listing names uploads that no longer exist (ListParts: NoSuchUpload; see liveUploads):\n%s", i, strings.Join(phantoms, "\n"))
 			reportedPhantoms = len(phantoms)
 		}
-		t.Logf("iteration %d: %s, passthrough %s, task namespace %v, killed %v at %q; verified in %v", i, point, crashPassthrough(i), crashTaskNS(i), killed, why, time.Since(t0).Round(time.Millisecond))
+		t.Logf("iteration %d: %s, read mode %s, task namespace %v, killed %v at %q; verified in %v", i, point, crashMode(i), crashTaskNS(i), killed, why, time.Since(t0).Round(time.Millisecond))
 	}
 }
 
-// crashPassthrough is the --passthrough setting of iteration iter: on and
-// off in turn, so that the crash suite covers both.
-func crashPassthrough(iter int) string {
-	if iter%2 == 0 {
-		return "on"
-	}
-	return "off"
-}
+// crashMode is the read mode of iteration iter: each in turn, so that
+// the crash suite covers them all.
+func crashMode(iter int) string { return readModes[iter%len(readModes)] }
 
 // crashTaskNS reports whether iteration iter runs its I/O as a task of
 // "ferry run" (from the task's mount namespace, see taskns_test.go)
-// rather than on "ferry mount": two iterations of each in turn, so that
-// both meet both passthrough settings.
-func crashTaskNS(iter int) bool { return (iter/2)%2 == 0 }
+// rather than on "ferry mount": three iterations (one per read mode) of
+// each in turn, so that both meet every read mode.
+func crashTaskNS(iter int) bool { return (iter/len(readModes))%2 == 0 }
 
 // crashOnce starts ferry (mount, or run with a waiting task), runs one
 // crash point's I/O through the mount from this process (from the
@@ -245,9 +240,9 @@ func crashOnce(t *testing.T, e *s3env, c *crasher, endpoint string, point crashP
 	var m *mountProc
 	pid := 0
 	if crashTaskNS(iter) {
-		m, pid = startTaskMount(t, e, endpoint, "--passthrough", crashPassthrough(iter))
+		m, pid = startTaskMount(t, e, endpoint, readModeFlags(crashMode(iter))...)
 	} else {
-		m = startMount(t, e, endpoint, "--passthrough", crashPassthrough(iter))
+		m = startMount(t, e, endpoint, readModeFlags(crashMode(iter))...)
 	}
 	root := e.path("")
 	w := &crashIO{root: root, l: l, rng: rng}

@@ -185,22 +185,22 @@ func runReference(t *testing.T, script, ref, src string) string {
 // of the requests a fault (503 SlowDown, 500, resets on either side, cut
 // bodies, multi-second stalls): ferry must exit 0, the task must read
 // correct bytes, and the bucket must end byte-identical to a local replay;
-// with FUSE passthrough on and off.
+// in every read mode (readmode_test.go).
 // FERRY_FAULT_SEED reproduces the choice of faults (which request gets
 // which still depends on timing); FERRY_FAULT_KINDS=truncate,stall narrows
 // them when chasing a failure.
 func TestFaultsWorkload(t *testing.T) {
 	t.Parallel()
-	for _, pt := range []string{"on", "off"} {
-		t.Run("passthrough "+pt, func(t *testing.T) {
+	for _, m := range readModes {
+		t.Run("reads "+m, func(t *testing.T) {
 			t.Parallel()
-			faultsWorkload(t, pt)
+			faultsWorkload(t, m)
 		})
 	}
 }
 
-// faultsWorkload is TestFaultsWorkload with --passthrough pt.
-func faultsWorkload(t *testing.T, pt string) {
+// faultsWorkload is TestFaultsWorkload in read mode m.
+func faultsWorkload(t *testing.T, m string) {
 	seed := testSeed(t, "FERRY_FAULT_SEED")
 	t.Logf("FERRY_FAULT_SEED=%d", seed)
 	rng := rand.New(rand.NewSource(seed))
@@ -213,7 +213,7 @@ func faultsWorkload(t *testing.T, pt string) {
 	p := newFaultProxy(t, faultProxyOptions{Upstream: e.srv.Endpoint, Rate: 0.10, Seed: seed, Kinds: kinds})
 	e.extra = []string{"AWS_S3_ENDPOINT=" + p.URL}
 	t0 := time.Now()
-	r := e.run(`R="`+e.path("")+`" S="`+src+`"`+"\n"+faultWorkload, "--part-size", "8MiB", "--passthrough", pt)
+	r := e.run(`R="`+e.path("")+`" S="`+src+`"`+"\n"+faultWorkload, append([]string{"--part-size", "8MiB"}, readModeFlags(m)...)...)
 	p.setEnabled(false)
 	t.Logf("ferry exited %d after %v; faults: %s", r.code, time.Since(t0).Round(time.Millisecond), faultSummary(p.stats()))
 	if r.code != 0 {

@@ -28,23 +28,29 @@ import (
 //
 // TestModel runs the operations as a task of "ferry run" does: from a
 // thread in the mount namespace ferry made for its task (the cache
-// directory covered, the mount a slave copy of ferry's); the variant
-// without passthrough runs them on "ferry mount".
+// directory covered, the mount a slave copy of ferry's); the other read
+// modes run them on "ferry mount".
 //
-// It runs with FUSE passthrough (the default) and without: with it, a
+// It runs in every read mode (readmode_test.go): with passthrough, a
 // descriptor opened read-only may read the bytes the file had when it
 // was opened (a passthrough open reads the cache file of that version)
 // rather than what other descriptors or a truncate wrote since; the
 // comparison accepts either, and only for such descriptors.
 func TestModel(t *testing.T) {
 	t.Parallel()
-	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, passthrough: "on", taskNS: true})
+	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, mode: modeCold, taskNS: true})
+}
+
+// TestModelWarm is TestModel with cold passthrough off.
+func TestModelWarm(t *testing.T) {
+	t.Parallel()
+	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, mode: modeWarm})
 }
 
 // TestModelNoPassthrough is TestModel with --passthrough off.
 func TestModelNoPassthrough(t *testing.T) {
 	t.Parallel()
-	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, passthrough: "off"})
+	runModel(t, modelOptions{ops: 3000, remountEvery: 1000, checkEvery: 250, maxOffset: 256 << 10, mode: modeFUSE})
 }
 
 // TestSoakModel is TestModel with 100,000 operations and offsets past the
@@ -55,7 +61,17 @@ func TestSoakModel(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, passthrough: "on", taskNS: true})
+	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, mode: modeCold, taskNS: true})
+}
+
+// TestSoakModelWarm is TestSoakModel with cold passthrough off.
+func TestSoakModelWarm(t *testing.T) {
+	if os.Getenv("FERRY_SOAK") == "" {
+		t.Log("soak test: set FERRY_SOAK=1 to run it")
+		return
+	}
+	t.Parallel()
+	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, mode: modeWarm})
 }
 
 // TestSoakModelNoPassthrough is TestSoakModel with --passthrough off.
@@ -65,15 +81,15 @@ func TestSoakModelNoPassthrough(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, passthrough: "off"})
+	runModel(t, modelOptions{ops: 100000, remountEvery: 10000, checkEvery: 1000, maxOffset: 12 << 20, mode: modeFUSE})
 }
 
 type modelOptions struct {
 	ops          int
 	remountEvery int
-	checkEvery   int   // compare the whole trees every so many operations
-	maxOffset    int64 // largest offset or size drawn (rarely)
-	passthrough  string
+	checkEvery   int    // compare the whole trees every so many operations
+	maxOffset    int64  // largest offset or size drawn (rarely)
+	mode         string // read mode (readmode_test.go)
 	// taskNS: the mount is ferry run's, and the operations come from its
 	// task's mount namespace (see taskns_test.go).
 	taskNS bool
@@ -106,11 +122,11 @@ func runModel(t *testing.T, o modelOptions) {
 	// point into m ("../a"), which the comparisons cover too.
 	ref := filepath.Join(t.TempDir(), "m")
 	m := &model{rng: rand.New(rand.NewSource(seed)), roots: [2]string{e.path("m/r"), filepath.Join(ref, "r")}, maxOffset: o.maxOffset,
-		snapshots: o.passthrough != "off"}
+		snapshots: o.mode != modeFUSE}
 	// --allow-other: ferry then serves each object's own attributes,
 	// which the model compares (see vfs.Options.ExactAttrs); the model
 	// runs as root, which the permissions it sets do not lock out.
-	flags := []string{"--passthrough", o.passthrough, "--allow-other"}
+	flags := append(readModeFlags(o.mode), "--allow-other")
 	leave := func() {}
 	defer func() { leave() }() // back to the test's own namespace, also after a Fatal
 	mount := func() *mountProc {

@@ -22,12 +22,21 @@ type mountProc struct {
 // the mount answers.
 func startMount(t *testing.T, e *s3env, endpoint string, flags ...string) *mountProc {
 	t.Helper()
+	return startMountAt(t, e, endpoint, e.mnt, e.cache, flags...)
+}
+
+// startMountAt is startMount on mount point mnt with cache dir cache.
+func startMountAt(t *testing.T, e *s3env, endpoint, mnt, cache string, flags ...string) *mountProc {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "mount-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"mount", "--cache-dir", e.cache, "--part-size", "5MiB"}, flags...)
-	args = append(args, e.mnt)
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"mount", "--cache-dir", cache, "--part-size", "5MiB"}, flags...)
+	args = append(args, mnt)
 	cmd := exec.Command(ferryBin, args...)
 	cmd.Env = append(append([]string{}, e.env...), "AWS_S3_ENDPOINT="+endpoint)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -35,7 +44,7 @@ func startMount(t *testing.T, e *s3env, endpoint string, flags ...string) *mount
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := &mountProc{Process: cmd.Process, mnt: e.mnt, exited: make(chan struct{}), log: logf}
+	m := &mountProc{Process: cmd.Process, mnt: mnt, exited: make(chan struct{}), log: logf}
 	go func() { // owner: stop, which waits for it
 		_ = cmd.Wait()
 		m.code = cmd.ProcessState.ExitCode()
@@ -44,7 +53,7 @@ func startMount(t *testing.T, e *s3env, endpoint string, flags ...string) *mount
 	t.Cleanup(func() { m.stop(t) })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(e.mnt, "s3")); err == nil {
+		if _, err := os.Stat(filepath.Join(mnt, "s3")); err == nil {
 			return m
 		}
 		select {

@@ -128,6 +128,7 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	pt.srv = srv
+	closeFUSEOnExec()
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
@@ -207,3 +208,24 @@ func (s *Server) Unmount() error {
 
 // Wait blocks until the session has ended (see Done).
 func (s *Server) Wait() { <-s.Done() }
+
+// closeFUSEOnExec marks this process's descriptors of /dev/fuse
+// close-on-exec (go-fuse opens the device without O_CLOEXEC): a task, or
+// any process ferry starts, that inherited one would keep the session
+// alive after ferry died, and its requests would wait for an answer
+// forever instead of failing with ENOTCONN.
+func closeFUSEOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == "/dev/fuse" {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}

@@ -27,6 +27,11 @@ type CacheSnapshot struct {
 	MemoryInUse      int64 // bytes of fetch buffers allocated
 	OpenReaders      int64 // readers open now
 	PassthroughBytes int64 // sizes of the cache files opens were served from by the kernel (passthrough)
+	ColdOpens        int64 // passthrough opens of files not yet whole (cold passthrough)
+	ColdFiles        int64 // files opened cold that back passthrough opens now
+	ColdEvents       int64 // reads of cold files the kernel asked ferry about
+	ColdWaits        int64 // of those, reads that waited for a fetch
+	ColdDenied       int64 // of those, reads failed with EIO
 }
 
 // NewCache registers the block-cache collectors on reg; snap is called
@@ -41,6 +46,8 @@ type CacheSnapshot struct {
 //	ferry_cache_stored_objects, ferry_cache_cached_bytes, ferry_cache_limit_bytes
 //	ferry_cache_disk_free_bytes, ferry_cache_buffer_bytes, ferry_cache_open_readers
 //	ferry_readahead_window_bytes, ferry_readahead_prefetched_bytes_total
+//	ferry_cache_cold_opens_total, ferry_cache_cold_files
+//	ferry_cache_precontent_events_total, ferry_cache_precontent_waits_total, ferry_cache_precontent_denied_total
 //
 // It panics, like prometheus.MustRegister, when reg already holds them.
 func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
@@ -89,6 +96,16 @@ func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
 				f(func(s S) int64 { return s.ReadaheadWindow })),
 			counterField("ferry_readahead_prefetched_bytes_total", "Bytes fetched ahead of reads (readahead and prefetch).",
 				f(func(s S) int64 { return s.PrefetchedBytes })),
+			counterField("ferry_cache_cold_opens_total", "Passthrough opens of files not yet wholly cached (cold passthrough: the kernel asks ferry for each missing range).",
+				f(func(s S) int64 { return s.ColdOpens })),
+			gaugeField("ferry_cache_cold_files", "Cache files opened cold that back passthrough opens now.",
+				f(func(s S) int64 { return s.ColdFiles })),
+			counterField("ferry_cache_precontent_events_total", "Reads of cold passthrough files the kernel asked ferry about (fanotify pre-content events).",
+				f(func(s S) int64 { return s.ColdEvents })),
+			counterField("ferry_cache_precontent_waits_total", "Of those, reads that waited for a fetch.",
+				f(func(s S) int64 { return s.ColdWaits })),
+			counterField("ferry_cache_precontent_denied_total", "Of those, reads failed with EIO (the fetch failed).",
+				f(func(s S) int64 { return s.ColdDenied })),
 		},
 	})
 }

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ferry-fs/ferry/internal/config"
 )
 
@@ -80,7 +78,7 @@ type isolation struct {
 // coverOpts are the cover's mount flags and options: an empty read-only
 // tmpfs that no one but root may even list.
 const (
-	coverFlags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	coverFlags = syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC
 	coverData  = "size=4k,nr_inodes=1,mode=000"
 	coverName  = "ferry-cover"
 )
@@ -159,10 +157,10 @@ func (iso *isolation) enter() error { return iso.setup(true) }
 // slaves and covers the cache directory; full also covers every other
 // place the namespace shows it and detaches foreign FUSE mounts.
 func (iso *isolation) setup(full bool) error {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+	if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
 		return unshareError(err)
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making the mounts of the task's namespace slaves: %w", err)
 	}
 	covers := []string{iso.cacheDir}
@@ -177,7 +175,7 @@ func (iso *isolation) setup(full bool) error {
 		covers = coverPaths(ms, iso.cacheDir)
 	}
 	for _, p := range covers {
-		if err := unix.Mount(coverName, p, "tmpfs", coverFlags, coverData); err != nil {
+		if err := syscall.Mount(coverName, p, "tmpfs", coverFlags, coverData); err != nil {
 			return fmt.Errorf("covering %s in the task's namespace: %w (a security module may forbid mounts)", p, err)
 		}
 	}
@@ -190,18 +188,21 @@ func (iso *isolation) setup(full bool) error {
 // unshareError explains a refused unshare(CLONE_NEWNS).
 func unshareError(err error) error {
 	switch {
-	case errors.Is(err, unix.EPERM) && !hasCapSysAdmin():
+	case errors.Is(err, syscall.EPERM) && !hasCapSysAdmin():
 		if os.Geteuid() != 0 {
 			return fmt.Errorf("ferry does not run as root and has no CAP_SYS_ADMIN (the mount goes through fusermount3): unshare(CLONE_NEWNS): %w", err)
 		}
 		return fmt.Errorf("no CAP_SYS_ADMIN (run the container with --cap-add SYS_ADMIN): unshare(CLONE_NEWNS): %w", err)
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("unshare(CLONE_NEWNS) refused although ferry holds CAP_SYS_ADMIN: a seccomp profile or security module forbids it: %w", err)
-	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENOSYS):
 		return fmt.Errorf("no mount namespaces in this kernel: unshare(CLONE_NEWNS): %w", err)
 	}
 	return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
 }
+
+// capSysAdmin is CAP_SYS_ADMIN's bit number (linux/capability.h).
+const capSysAdmin = 21
 
 // hasCapSysAdmin reports whether CAP_SYS_ADMIN is in this process's
 // effective set (in its user namespace).
@@ -213,7 +214,7 @@ func hasCapSysAdmin() bool {
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
 			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<unix.CAP_SYS_ADMIN) != 0
+			return err == nil && caps&(1<<capSysAdmin) != 0
 		}
 	}
 	return false
@@ -301,7 +302,7 @@ func detachForeign(ms []mountEntry, ours string) int {
 		if skip || within(m.point, "/proc") || within(m.point, "/sys") {
 			continue
 		}
-		if unix.Unmount(m.point, unix.MNT_DETACH) == nil {
+		if syscall.Unmount(m.point, syscall.MNT_DETACH) == nil {
 			done = append(done, m.point)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // bindMountPoint makes the mount point a shared mount of its own, for
@@ -27,7 +25,7 @@ func (iso *isolation) bindMountPoint() error {
 		iso.bindID = t.id
 		iso.log.Debug("taking over the bind of the mount point a killed ferry left", "mount_point", dir)
 	} else {
-		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding the mount point %s on itself: %w", dir, err)
 		}
 		if ms, err = readMountinfo(); err != nil {
@@ -39,7 +37,7 @@ func (iso *isolation) bindMountPoint() error {
 		}
 		iso.bindID = t.id
 	}
-	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED, ""); err != nil {
 		iso.unbindMountPoint()
 		return fmt.Errorf("making the mount point %s shared: %w", dir, err)
 	}
@@ -58,7 +56,7 @@ func (iso *isolation) unbindMountPoint() {
 		return
 	}
 	if t, ok := tops(ms)[iso.mountPoint]; ok && t.id == iso.bindID {
-		if err := unix.Unmount(iso.mountPoint, unix.MNT_DETACH); err != nil {
+		if err := syscall.Unmount(iso.mountPoint, syscall.MNT_DETACH); err != nil {
 			iso.log.Warn("removing the bind of the mount point", "mount_point", iso.mountPoint, "err", err.Error())
 		}
 	}
@@ -70,6 +68,13 @@ func (iso *isolation) unbindMountPoint() {
 func (iso *isolation) noteMounted() {
 	var st syscall.Stat_t
 	if err := syscall.Stat(iso.mountPoint, &st); err == nil {
-		iso.fuseDev = fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+		iso.fuseDev = devMajorMinor(uint64(st.Dev))
 	}
+}
+
+// devMajorMinor formats a device number as mountinfo does ("major:minor").
+func devMajorMinor(dev uint64) string {
+	major := (dev>>8)&0xfff | (dev>>32)&^0xfff
+	minor := dev&0xff | (dev>>12)&^0xff
+	return fmt.Sprintf("%d:%d", major, minor)
 }

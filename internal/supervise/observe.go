@@ -147,6 +147,7 @@ func (o *observer) fillSummary(s *Summary, blocks *block.Cache, wb *writeback.Ma
 		s.BytesReadNetwork = cs.BytesFromNetwork
 		s.PassthroughFiles = cs.PassthroughOpens
 		s.BytesPassthrough = cs.PassthroughBytes
+		s.ColdFiles, s.ReadsDenied = cs.ColdOpens, cs.ColdDenied
 	}
 	if wb != nil {
 		ws := wb.Stats()
@@ -172,6 +173,8 @@ func cacheSnapshot(c *block.Cache) func() metrics.CacheSnapshot {
 			Objects: s.Objects, BytesCached: s.BytesCached, MaxBytes: s.MaxBytes, FreeBytes: s.FreeBytes,
 			ReadaheadWindow: s.ReadaheadWindow, MemoryInUse: s.MemoryInUse, OpenReaders: s.OpenReaders,
 			PassthroughBytes: s.PassthroughBytes,
+			ColdOpens:        s.ColdOpens, ColdFiles: s.ColdFiles, ColdEvents: s.ColdEvents,
+			ColdWaits: s.ColdWaits, ColdDenied: s.ColdDenied,
 		}
 	}
 }

@@ -34,6 +34,7 @@ type stack struct {
 	srv    *fusefs.Server
 	hooks  Hooks
 	obs    *observer // metrics, /metrics listener, exit summary
+	cold   *cold     // cold passthrough, when on (cold.go)
 	// iso is the plan of the task's mount namespace (isolate.go); nil
 	// for ferry mount, and when the task runs in ferry's namespace.
 	iso *isolation
@@ -173,6 +174,10 @@ func (s *stack) mount() error {
 	} else {
 		s.log.Info("FUSE passthrough off: reads go through ferry", "reason", why)
 	}
+	if err := s.startCold(); err != nil {
+		s.unmount()
+		return err
+	}
 	// fusefs.Mount returned once the mount answered. (Waiting again
 	// opened a file in the mount point after the task, or a test, could
 	// already have unmounted it: ENOENT, and ferry exited 1 at start.)
@@ -226,6 +231,7 @@ func (s *stack) close() {
 	s.fs.Close()
 	s.wb.Close()
 	s.blocks.Close()
+	s.cold.stop()
 	s.meta.Close()
 	s.stores.closeAll()
 	s.obs.close()

@@ -42,6 +42,12 @@ type Summary struct {
 	// BytesPassthrough is the files' sizes, the most they can have read.
 	PassthroughFiles int64 `json:"passthrough_files"`
 	BytesPassthrough int64 `json:"bytes_passthrough"`
+	// ColdFiles counts, of PassthroughFiles, the opens of files not yet
+	// wholly cached (cold passthrough); their reads the kernel asked ferry
+	// about are counted in BytesReadCache and BytesReadNetwork, and
+	// ReadsDenied of them failed with EIO.
+	ColdFiles   int64 `json:"passthrough_cold_files,omitempty"`
+	ReadsDenied int64 `json:"reads_denied,omitempty"`
 	// BytesDownloaded are all payload bytes received from the object
 	// store (readahead beyond what was read included).
 	BytesDownloaded int64 `json:"bytes_downloaded"`

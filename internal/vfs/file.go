@@ -36,6 +36,9 @@ type Handle struct {
 	// name went, released at Release).
 	follow *writeback.File
 	held   bool
+	// pt: the kernel serves this handle's reads from the cache file of
+	// the version it opened (passthrough; see keepSnapshots).
+	pt bool
 
 	// KeepCache tells the kernel it may keep its page cache for this file:
 	// the version is the one seen at the previous open.
@@ -100,6 +103,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		return nil, syscall.ENXIO // the kernel opens these itself
 	}
 	if fl.Write {
+		fs.keepSnapshots(ctx, l)
 		// The file keeps the object's attributes: metadata a listing lacked.
 		if info, err = fs.fullInfo(ctx, l, info); err != nil {
 			return nil, err
@@ -261,11 +265,14 @@ func (h *Handle) CachedFile(off int64, n int) (f *os.File, fileOff int64, m int,
 }
 
 // Backing returns a read-only descriptor of a cache file that holds the
-// whole of the clean object h reads, verified, for the FUSE layer to hand
-// the kernel (passthrough), and the identity of its bytes (two handles
-// with the same id read the same bytes). ok is false for a handle open
-// for writing, a file with local changes, an object not (yet) wholly
-// cached, and an empty one. The caller closes f.
+// clean object h reads, for the FUSE layer to hand the kernel
+// (passthrough), and the identity of its bytes (two handles with the same
+// id read the same bytes): a whole, verified file, or with cold
+// passthrough a sparse one the block cache fills as the kernel asks (see
+// block.Reader.Backing). ok is false for a handle open for writing, a
+// file with local changes, an object that cannot be passed through (not
+// wholly cached without cold passthrough, too large for it, empty). The
+// caller closes f.
 func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 	h.mu.Lock()
 	rd := h.rd
@@ -273,8 +280,7 @@ func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 	if rd == nil || h.wf != nil || h.dirty() != nil {
 		return nil, "", false
 	}
-	f, ok = rd.Backing()
-	return f, rd.ID(), ok
+	return rd.Backing()
 }
 
 // NotePassthrough records that the kernel serves h's reads from the file
@@ -282,6 +288,7 @@ func (h *Handle) Backing() (f *os.File, id string, ok bool) {
 func (h *Handle) NotePassthrough() {
 	h.mu.Lock()
 	rd := h.rd
+	h.pt = true
 	h.mu.Unlock()
 	if rd != nil {
 		rd.NotePassthrough()

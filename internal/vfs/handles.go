@@ -69,6 +69,29 @@ func (fs *FS) adoptAt(l Loc, f *writeback.File) {
 	}
 }
 
+// keepSnapshots completes, before a local change to l (an open for
+// writing, a truncate, a chmod) can replace the version in the bucket,
+// the cache of the version the clean passthrough handles at l read: the
+// kernel reads it from its cache file, which with cold passthrough may
+// still have holes that only that version can fill. A handle that cannot
+// keep it (the version is gone already) reads ESTALE where it lacks bytes.
+func (fs *FS) keepSnapshots(ctx context.Context, l Loc) {
+	for _, h := range fs.handlesAt(l) {
+		if h.wf != nil {
+			continue
+		}
+		h.mu.Lock()
+		rd, ref, pt, gone := h.rd, h.ref, h.pt, h.unlinked
+		h.mu.Unlock()
+		if !pt || gone || rd == nil || ref.Size == 0 {
+			continue
+		}
+		if err := fs.deps.Blocks.Prefetch(ctx, ref, nil); err != nil {
+			fs.logErr("keep open version", l, err)
+		}
+	}
+}
+
 // Attr is what fstat shows of the open file: the dirty file it writes,
 // else the name's attributes while the file still has its name, else
 // the attributes the file had when it was opened (it was unlinked).

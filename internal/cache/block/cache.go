@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferry-fs/ferry/internal/cache/hsm"
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
@@ -57,6 +58,13 @@ type Cache struct {
 	// watch is the data files handed out as passthrough backing files,
 	// checked for damage every few seconds (watch.go).
 	watch watchSet
+	// hsm is the pre-content listener of cold passthrough (cold.go); nil
+	// when off.
+	hsm atomic.Pointer[hsm.Listener]
+	// coldMu guards cold (the coldFiles of this process, by the file they
+	// fill). Taken before a coldFile's mu and before mu, never after.
+	coldMu sync.Mutex
+	cold   map[*objFile]*coldFile
 
 	// mu guards every field below, the refs, idleEl and gone fields of
 	// every objFile, and the mutable fields of every job and flight. Never
@@ -74,6 +82,7 @@ type Cache struct {
 	inflight map[blockID]*flight // blocks being fetched
 	queue    [nPrio]list.List    // of *job not started yet, by priority
 	fills    map[objID]time.Time // objects being warmed in the background (zero time) or warmed whole at a time
+	stuck    map[objID]time.Time // objects whose claims another process held too long, and when (claim.go)
 }
 
 // New opens (creating if needed) the cache in cfg.Dir and starts its fetch
@@ -98,6 +107,8 @@ func New(cfg Config) (*Cache, error) {
 		files:      map[objID]*objFile{},
 		inflight:   map[blockID]*flight{},
 		fills:      map[objID]time.Time{},
+		cold:       map[*objFile]*coldFile{},
+		stuck:      map[objID]time.Time{},
 	}
 	chunk := chunkSize(cfg.BlockSize)
 	c.scratch.New = func() any { b := make([]byte, chunk); return &b }
@@ -174,6 +185,7 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.sweepCold(true)
 	c.mu.Lock()
 	files := c.files
 	c.files = map[objID]*objFile{}
@@ -198,6 +210,7 @@ type counters struct {
 	direct, claimWaits        atomic.Int64
 	verifiedBytes             atomic.Int64
 	ptOpens, ptBytes          atomic.Int64
+	coldOpens, coldFiles      atomic.Int64
 }
 
 // Stats is a snapshot of the cache's counters. Cumulative counters start
@@ -228,6 +241,11 @@ type Stats struct {
 	VerifiedBytes    int64 // bytes of whole files checksummed in full before they backed a passthrough open
 	PassthroughOpens int64 // opens whose reads the kernel served from a cache file (Reader.NotePassthrough)
 	PassthroughBytes int64 // the sizes of their files: what the kernel may have read without ferry
+	ColdOpens        int64 // of PassthroughOpens, those handed a file not yet whole (cold passthrough)
+	ColdFiles        int64 // files opened cold that back passthrough opens now (or may: a mapping)
+	ColdEvents       int64 // reads of cold files the kernel asked about (pre-content events)
+	ColdWaits        int64 // of those, the reads that waited for a fetch
+	ColdDenied       int64 // of those, the reads failed with EIO (fetch failed, or ferry no longer knew the file)
 }
 
 // Stats returns a snapshot of the counters.
@@ -239,7 +257,7 @@ func (c *Cache) Stats() Stats {
 		queued += int64(c.queue[p].Len())
 	}
 	c.mu.Unlock()
-	return Stats{
+	s := Stats{
 		Hits: c.st.hits.Load(), Misses: c.st.misses.Load(),
 		BytesFromCache: c.st.bytesCache.Load(), BytesFromNetwork: c.st.bytesNet.Load(),
 		BytesFetched: c.st.fetched.Load(), PrefetchedBytes: c.st.prefetched.Load(),
@@ -252,5 +270,11 @@ func (c *Cache) Stats() Stats {
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
 		ClaimWaits: c.st.claimWaits.Load(), VerifiedBytes: c.st.verifiedBytes.Load(),
 		PassthroughOpens: c.st.ptOpens.Load(), PassthroughBytes: c.st.ptBytes.Load(),
+		ColdOpens: c.st.coldOpens.Load(), ColdFiles: c.st.coldFiles.Load(),
 	}
+	if l := c.hsm.Load(); l != nil {
+		hs := l.Stats()
+		s.ColdEvents, s.ColdWaits, s.ColdDenied = hs.Events, hs.Filled, hs.Denied
+	}
+	return s
 }

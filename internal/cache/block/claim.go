@@ -21,7 +21,11 @@ import (
 // the locks of one file description never conflict with each other.
 //
 // The wait polls (backing off from 1 to 8 ms) rather than blocking in
-// F_OFD_SETLKW, so that Close never waits on another process's fetch.
+// F_OFD_SETLKW, so that Close never waits on another process's fetch. It
+// gives up after claimWaitLimit: a process that holds a claim without
+// making the block present in that time (frozen: SIGSTOP, a frozen
+// cgroup; or stuck on its network) no longer holds up this one, which
+// then fetches the block itself, unclaimed (both write the same bytes).
 
 // fOFDSetLK and fOFDSetLKW are F_OFD_SETLK and F_OFD_SETLKW (Linux
 // 3.15+); the syscall package lacks them.
@@ -33,6 +37,11 @@ const (
 // claimWaitMax bounds the poll interval of a worker waiting for another
 // process's fetch.
 const claimWaitMax = 8 * time.Millisecond
+
+// claimWaitLimit bounds the wait for one block another process claimed
+// (a block of 1 MiB in a GET of 8 takes well under a second on a working
+// connection).
+var claimWaitLimit = 5 * time.Second
 
 // claim is a held lock on block idx of f (f referenced), or the zero
 // claim when none was taken.
@@ -75,6 +84,20 @@ func (c *Cache) claim(o *object, idx int64) (cl claim, busy bool) {
 	}
 }
 
+// stuckOn reports whether a wait for a claim of o gave up within the
+// last claimWaitLimit: later claims of o (the rest of a stuck process's
+// GET) are then not waited for.
+func (c *Cache) stuckOn(o *object) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.stuck[o.id]
+	if ok && time.Since(at) > claimWaitLimit {
+		delete(c.stuck, o.id)
+		return false
+	}
+	return ok
+}
+
 // unclaim releases a claim (a no-op for the zero claim).
 func (c *Cache) unclaim(cl *claim) {
 	if cl.f == nil {
@@ -86,22 +109,37 @@ func (c *Cache) unclaim(cl *claim) {
 }
 
 // awaitOther waits while another process fetches block idx of o: until
-// the block is present, its claim is free, or the cache closes.
-func (c *Cache) awaitOther(o *object, idx int64) {
+// the block is present, its claim is free, or the cache closes; or, after
+// claimWaitLimit, it gives up (timedOut) and the caller fetches the block
+// unclaimed.
+func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 	c.st.claimWaits.Add(1)
 	wait := time.Millisecond
+	deadline := time.Now().Add(claimWaitLimit)
+	if c.stuckOn(o) {
+		deadline = time.Now() // gave up on this object's claims just now
+	}
 	for {
 		if c.present(o, idx) || c.ctx.Err() != nil {
-			return
+			return false
 		}
 		cl, busy := c.claim(o, idx)
 		c.unclaim(&cl)
 		if !busy {
-			return
+			return false
+		}
+		if !time.Now().Before(deadline) {
+			if !c.stuckOn(o) {
+				c.log.Warn("block cache: another process sharing the cache holds blocks it does not fetch (frozen?); fetching them here too", "key", o.ref.Key, "block", idx)
+			}
+			c.mu.Lock()
+			c.stuck[o.id] = time.Now()
+			c.mu.Unlock()
+			return true
 		}
 		select {
 		case <-c.ctx.Done():
-			return
+			return false
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, claimWaitMax)

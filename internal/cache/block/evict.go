@@ -101,6 +101,7 @@ func (c *Cache) evictLoop() {
 				lastScan = time.Now()
 			}
 			c.closeUnlinked()
+			c.sweepCold(false)
 		}
 		c.evictOnce()
 	}
@@ -179,10 +180,16 @@ func (c *Cache) evictOnce() {
 	if err == nil && free < c.cfg.MinFreeBytes {
 		need = max(need, c.cfg.MinFreeBytes-free+c.cfg.PartSize)
 	}
-	if need <= 0 {
-		c.mu.Unlock()
-		return
+	c.mu.Unlock()
+	if need > 0 {
+		c.evict(need)
 	}
+}
+
+// evict evicts least recently used objects (those held last) until need
+// bytes are freed.
+func (c *Cache) evict(need int64) {
+	c.mu.Lock()
 	type cand struct {
 		id    objID
 		held  bool

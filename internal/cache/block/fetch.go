@@ -301,12 +301,14 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 		// claim.go), then look again.
 		cl, busy := c.claim(o, j.first)
 		if busy {
-			c.awaitOther(o, j.first)
-			continue
+			if !c.awaitOther(o, j.first) {
+				continue
+			}
+			cl = claim{} // its holder is stuck: fetch it unclaimed
 		}
 		claims = append(claims[:0], cl)
 		end := j.first + 1
-		for end < j.end && !c.present(o, end) {
+		for end < j.end && !c.present(o, end) && !busy {
 			if cl, busy = c.claim(o, end); busy {
 				break
 			}

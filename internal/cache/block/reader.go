@@ -32,7 +32,8 @@ type Reader struct {
 	// Cache.mu.
 	mu     sync.Mutex
 	det    detector
-	held   *heldObj // the object's files, once opened
+	held   *heldObj  // the object's files, once opened
+	cold   *coldFile // the sparse file Backing handed out, referenced (cold.go)
 	closed bool
 }
 
@@ -383,37 +384,61 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 	return of.data, off, true
 }
 
-// ID names the object version r reads (as its cache files do), and the
-// data file it is in: two Readers with the same ID read the same bytes
-// (a version dropped as damaged while it backed opens, watch.go, comes
-// back under a new ID).
-func (r *Reader) ID() string { return hexID(r.o.id) + r.c.watch.idSuffix(r.o.id) }
+// ID names the object version r reads (as its cache files do): two
+// Readers with the same ID read the same bytes.
+func (r *Reader) ID() string { return hexID(r.o.id) }
 
 // Backing returns a new read-only descriptor of the object's data file
-// when every byte of the object is cached and verified (see seal.go), for
-// the FUSE layer to hand the kernel as the backing file of a passthrough
-// open; the caller closes it (the kernel keeps its own reference). The
-// Reader keeps the file referenced (and so counted in the cache's size)
-// until it is closed: evicting it unlinks it without breaking the open.
-// ok is false when some block is missing or fails its checksum (it is
-// dropped and fetched again by the next read) or the object is empty.
-func (r *Reader) Backing() (f *os.File, ok bool) {
+// for the FUSE layer to hand the kernel as the backing file of a
+// passthrough open, and the identity of its bytes (key: two opens with
+// the same key may share one backing file); the caller closes f (the
+// kernel keeps its own reference). The Reader keeps the file referenced
+// (and so counted in the cache's size) until it is closed: evicting it
+// unlinks it without breaking the open.
+//
+// The file is whole and verified (see seal.go), or, with cold
+// passthrough on (SetPrecontent), a sparse file whose missing ranges
+// this process fills as the kernel asks for them (cold.go). ok is false
+// otherwise: a block is missing (or failed its checksum: it is dropped
+// and fetched again by the next read), the object is empty, or too large
+// to open cold.
+func (r *Reader) Backing() (f *os.File, key string, ok bool) {
+	c := r.c
 	h := r.file()
+	if h == nil && c.hsm.Load() != nil && c.coldAllowed(r.o.ref.Size) && c.roomFor(r.o.ref.Size) {
+		// Not on disk yet: make its files, to open them cold.
+		if of, err := c.openObj(r.o, true); err == nil {
+			h, _ = r.hold(of)
+		}
+	}
 	if h == nil {
-		return nil, false
+		return nil, "", false
 	}
 	defer r.unpin(h)
-	if !r.c.whole(h.f) {
-		return nil, false
+	if cf := c.coldOf(h.f); cf != nil {
+		// Opened cold before (and maybe whole by now): share its file.
+		return r.coldBacking(cf)
 	}
-	ro, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", h.f.data.Fd()), os.O_RDONLY, 0)
+	if c.whole(h.f) {
+		ro, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", h.f.data.Fd()), os.O_RDONLY, 0)
+		if err != nil {
+			c.log.Debug("block cache: reopening a data file read-only", "path", r.o.dataPath(), "err", err)
+			return nil, "", false
+		}
+		h.f.touch()
+		c.watchBacking(h.f) // damage while it backs opens is found (watch.go)
+		return ro, backingKey(r.o, h.f), true
+	}
+	if c.hsm.Load() == nil || !c.coldAllowed(r.o.ref.Size) || !c.roomFor(r.o.ref.Size) {
+		return nil, "", false
+	}
+	cf, err := c.coldFor(h.f)
 	if err != nil {
-		r.c.log.Debug("block cache: reopening a data file read-only", "path", r.o.dataPath(), "err", err)
-		return nil, false
+		c.log.Debug("block cache: a cold passthrough open", "path", r.o.dataPath(), "err", err)
+		return nil, "", false
 	}
 	h.f.touch()
-	r.c.watchBacking(h.f) // damage while it backs opens is found (watch.go)
-	return ro, true
+	return r.coldBacking(cf)
 }
 
 // NotePassthrough counts an open whose reads the kernel serves from the
@@ -421,6 +446,12 @@ func (r *Reader) Backing() (f *os.File, ok bool) {
 // the file's size: the most the kernel can read of it).
 func (r *Reader) NotePassthrough() {
 	r.c.st.ptOpens.Add(1)
+	r.mu.Lock()
+	cold := r.cold != nil
+	r.mu.Unlock()
+	if cold {
+		r.c.st.coldOpens.Add(1)
+	}
 	r.c.st.ptBytes.Add(r.o.ref.Size)
 	r.c.stageRead(r.o.ref, 0, r.o.ref.Size, waitNone)
 }
@@ -443,6 +474,8 @@ func (r *Reader) Close() error {
 		}
 	}
 	r.held = nil
+	cold := r.cold
+	r.cold = nil
 	r.c.st.windowSum.Add(-r.det.window)
 	r.det.window = 0
 	r.mu.Unlock()
@@ -450,6 +483,9 @@ func (r *Reader) Close() error {
 	r.c.dropQueued(r)
 	if rel != nil {
 		r.c.release(rel)
+	}
+	if cold != nil {
+		r.c.coldRelease(cold)
 	}
 	return nil
 }

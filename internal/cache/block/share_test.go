@@ -185,3 +185,38 @@ func TestSharedDirFetchesOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestStuckClaimIsBounded: a block another process claimed and never
+// fetches (that process is frozen) holds a read up for claimWaitLimit,
+// then the read fetches it itself, and the rest of the stuck process's
+// claims of the object are not waited for again.
+func TestStuckClaimIsBounded(t *testing.T) {
+	old := claimWaitLimit
+	claimWaitLimit = 300 * time.Millisecond
+	t.Cleanup(func() { claimWaitLimit = old })
+	cfg := Config{BlockSize: 1 << 20, PartSize: 1 << 20}
+	f := newFixture(t, 4<<20, cfg)
+	cfg.Dir = f.cache.cfg.Dir
+	frozen := f.open(cfg)
+	var held []claim
+	for idx := range int64(4) {
+		cl, busy := frozen.claim(frozen.object(f.ref), idx)
+		if busy || cl.f == nil {
+			t.Fatalf("claim of block %d: busy %v", idx, busy)
+		}
+		held = append(held, cl)
+	}
+	t.Cleanup(func() {
+		for i := range held {
+			frozen.unclaim(&held[i])
+		}
+	})
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	t0 := time.Now()
+	f.readAll(r, 1<<20, f.data)
+	took := time.Since(t0)
+	if took < claimWaitLimit || took > 3*claimWaitLimit+time.Second {
+		t.Fatalf("read of 4 stuck blocks took %v, want about one wait of %v", took, claimWaitLimit)
+	}
+}

@@ -2,7 +2,6 @@ package block
 
 import (
 	"os"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -28,8 +27,12 @@ import (
 // and one warning names the path. Descriptors that were already open on
 // it keep the file the kernel was handed and read the damaged bytes until
 // they are closed (FUSE cannot take a backing file back from an open);
-// reads through ferry of a Reader still holding the dropped file check
-// every chunk again and fetch the bad blocks anew.
+// a new open gets the new file, whose backing key (object and inode)
+// differs, so the FUSE layer does not share the damaged one with it.
+// Reads through ferry of a Reader still holding the dropped file check
+// every chunk again and fetch the bad blocks anew. A cold passthrough
+// file (cold.go) is not watched while this process fills it (ferry's own
+// writes move its stamp); once it is whole, it is (adoptWholeCold).
 //
 // Cost: one fstat per watched file per interval; a full read only when a
 // stamp moved. Bit rot that leaves the inode untouched is still not seen
@@ -45,24 +48,8 @@ type watched struct {
 
 // watchSet is the data files this process handed out as backing files.
 type watchSet struct {
-	mu    sync.Mutex // guards files and drops
+	mu    sync.Mutex // guards files
 	files map[*objFile]*watched
-	// drops counts the versions dropped as damaged, by object: it is
-	// part of Reader.ID, so that the FUSE layer never mistakes a new data
-	// file for the damaged one an older open still has as its backing.
-	drops map[objID]int
-}
-
-// idSuffix is what Reader.ID appends for object id: empty until a data
-// file of it was dropped as damaged.
-func (ws *watchSet) idSuffix(id objID) string {
-	ws.mu.Lock()
-	n := ws.drops[id]
-	ws.mu.Unlock()
-	if n == 0 {
-		return ""
-	}
-	return "." + strconv.Itoa(n)
 }
 
 // watchBacking records that f's data file now backs a passthrough open
@@ -100,8 +87,28 @@ func (c *Cache) watchLoop() {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
+			c.adoptWholeCold()
 			c.checkWatched()
 		}
+	}
+}
+
+// adoptWholeCold watches the cold files (cold.go) that have become whole:
+// their opens read them as any passthrough open does, and new opens
+// share them while the coldFile lives.
+func (c *Cache) adoptWholeCold() {
+	var whole []*objFile
+	c.coldMu.Lock()
+	for f, cf := range c.cold {
+		cf.mu.Lock()
+		if cf.whole && !cf.dropped {
+			whole = append(whole, f)
+		}
+		cf.mu.Unlock()
+	}
+	c.coldMu.Unlock()
+	for _, f := range whole {
+		c.watchBacking(f)
 	}
 }
 
@@ -215,12 +222,6 @@ func (c *Cache) verifyAll(f *objFile, st stamp) (bad int64, ok bool) {
 // a new one. Holders keep f until they release it, as after an eviction.
 func (c *Cache) dropDamaged(f *objFile, bad int64) {
 	c.st.corruptions.Add(bad)
-	c.watch.mu.Lock()
-	if c.watch.drops == nil {
-		c.watch.drops = map[objID]int{}
-	}
-	c.watch.drops[f.o.id]++
-	c.watch.mu.Unlock()
 	c.log.Warn("block cache: a cache file that backs open passthrough reads was changed by something other than ferry and fails its checksums; dropped from the cache, the next open fetches it again (descriptors already open read the damaged file until they are closed)",
 		"path", f.o.dataPath(), "bad_blocks", bad)
 	clearSeal(f.idx)

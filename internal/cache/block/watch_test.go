@@ -31,7 +31,7 @@ func (s *syncBuffer) String() string {
 // open (as another process on the node could): the watch finds the file
 // changed, checks it in full, and for real damage counts the bad blocks,
 // logs the path once, drops the version (the next Reader fetches it
-// again, under a new ID) while the descriptor handed out keeps the
+// again into a new file, under a new backing key) while the descriptor handed out keeps the
 // damaged file. A change that leaves the bytes right (a chmod) is
 // checked, sealed again and nothing is dropped.
 func TestWatchDamage(t *testing.T) {
@@ -78,12 +78,11 @@ func TestWatchDamage(t *testing.T) {
 			r := c.Open(f.ref)
 			defer r.Close()
 			f.readAll(r, 1<<20, f.data)
-			bf, ok := r.Backing()
+			bf, key, ok := r.Backing()
 			if !ok {
 				t.Fatal("no backing file for a wholly read object")
 			}
 			defer bf.Close()
-			id := r.ID()
 			path := r.o.dataPath()
 			c.checkWatched() // unchanged: nothing to do
 			if s := c.Stats(); s.Corruptions != 0 {
@@ -122,18 +121,18 @@ func TestWatchDamage(t *testing.T) {
 			}
 			r2 := c.Open(f.ref)
 			defer r2.Close()
-			if (r2.ID() != id) != (tt.bad > 0) {
-				t.Errorf("ID after the check %q, before %q: want a new one only after a drop", r2.ID(), id)
-			}
 			f.readAll(r2, 1<<20, f.data)
 			if reads, _, _ := f.store.stats(); (reads > 0) != (tt.bad > 0) {
 				t.Errorf("%d GETs after the check, want them only after a drop", reads)
 			}
-			bf2, ok := r2.Backing()
+			bf2, key2, ok := r2.Backing()
 			if !ok {
 				t.Fatal("no backing file after the refetch")
 			}
 			defer bf2.Close()
+			if (key2 != key) != (tt.bad > 0) {
+				t.Errorf("backing key after the check %q, before %q: want a new one only after a drop", key2, key)
+			}
 			got := make([]byte, size)
 			if _, err := bf2.ReadAt(got, 0); err != nil || !bytes.Equal(got, f.data) {
 				t.Errorf("the new backing file does not hold the object (%v)", err)
@@ -148,7 +147,7 @@ func TestWatchForgetsClosed(t *testing.T) {
 	c := f.cache
 	r := c.Open(f.ref)
 	f.readAll(r, 1<<20, f.data)
-	bf, ok := r.Backing()
+	bf, _, ok := r.Backing()
 	if !ok {
 		t.Fatal("no backing file")
 	}

@@ -1,0 +1,208 @@
+package block
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/cache/hsm"
+)
+
+// coldFixture is a fixture whose cache hands out cold backing files (a
+// pre-content listener over its directory).
+func coldFixture(t *testing.T, size int, cfg Config) (*fixture, *hsm.Listener) {
+	t.Helper()
+	f := newFixture(t, size, cfg)
+	l, err := hsm.Open(f.cache.cfg.Dir, nil)
+	if err != nil {
+		t.Fatalf("pre-content listener: %v (these tests need root and a cache dir on ext4, xfs or btrfs)", err)
+	}
+	f.cache.SetPrecontent(l)
+	t.Cleanup(func() {
+		f.cache.Close() // answers and drops its cold files first
+		l.Close()
+	})
+	return f, l
+}
+
+// readBacking reads all of b in reads of n bytes at once (as the kernel
+// reads a passthrough backing file) and compares with want.
+func readBacking(t *testing.T, b *os.File, n int, want []byte) {
+	t.Helper()
+	got, err := io.ReadAll(io.NewSectionReader(b, 0, int64(len(want))+1))
+	if err != nil {
+		t.Fatalf("reading the backing file: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the backing file read %d bytes that differ from the object's %d", len(got), len(want))
+	}
+	_ = n
+}
+
+func TestColdBacking(t *testing.T) {
+	f, l := coldFixture(t, 5<<20+123, Config{BlockSize: 1 << 20})
+	r := f.cache.Open(f.ref)
+	b, key, ok := r.Backing()
+	if !ok {
+		t.Fatal("no cold backing file for an object not in the cache")
+	}
+	defer b.Close()
+	r.NotePassthrough() // as the FUSE layer does once the open passes through
+	if st := f.cache.Stats(); st.ColdOpens != 1 || st.ColdFiles != 1 {
+		t.Fatalf("stats %+v: want one cold open and file", st)
+	}
+	readBacking(t, b, 128<<10, f.data)
+	if ev := l.Stats(); ev.Events == 0 || ev.Denied != 0 {
+		t.Fatalf("listener %+v: want events, none denied", ev)
+	}
+	// Whole now: its events end, and a second Reader shares the file.
+	waitFor(t, "the file whole", func() bool {
+		f.cache.coldMu.Lock()
+		defer f.cache.coldMu.Unlock()
+		for _, cf := range f.cache.cold {
+			cf.mu.Lock()
+			w := cf.whole
+			cf.mu.Unlock()
+			return w
+		}
+		return false
+	})
+	before := l.Stats().Events
+	readBacking(t, b, 4096, f.data)
+	if n := l.Stats().Events - before; n != 0 {
+		t.Fatalf("%d events reading a whole file", n)
+	}
+	r2 := f.cache.Open(f.ref)
+	b2, key2, ok := r2.Backing()
+	if !ok || key2 != key {
+		t.Fatalf("second Backing: ok %v key %q, want the first's %q", ok, key2, key)
+	}
+	b2.Close()
+	r2.Close()
+	r.Close()
+	if st := f.cache.Stats(); st.ColdFiles != 0 {
+		t.Fatalf("%d cold files after the last Reader closed a whole one", st.ColdFiles)
+	}
+	if reads, _, _ := f.store.stats(); reads == 0 {
+		t.Fatal("no GET")
+	}
+}
+
+// TestColdFetchFails: a range whose fetch fails is never read as zeros.
+func TestColdFetchFails(t *testing.T) {
+	f, _ := coldFixture(t, 3<<20, Config{BlockSize: 1 << 20})
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	b, _, ok := r.Backing()
+	if !ok {
+		t.Fatal("no cold backing file")
+	}
+	defer b.Close()
+	// The object changes in the store: the fetch of this version fails.
+	f.put("obj", randBytes(7, 3<<20))
+	_, err := b.ReadAt(make([]byte, 4096), 1<<20)
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read of a range that cannot be fetched: %v, want EIO", err)
+	}
+}
+
+// TestColdEvictedWhileOpen: the kernel keeps reading the file it was
+// given after the evictor replaced it; its holes are filled all the same.
+func TestColdEvictedWhileOpen(t *testing.T) {
+	f, _ := coldFixture(t, 4<<20, Config{BlockSize: 1 << 20})
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	b, _, ok := r.Backing()
+	if !ok {
+		t.Fatal("no cold backing file")
+	}
+	defer b.Close()
+	head := make([]byte, 1<<20)
+	if _, err := b.ReadAt(head, 0); err != nil || !bytes.Equal(head, f.data[:1<<20]) {
+		t.Fatalf("first block: %v", err)
+	}
+	f.cache.evict(1 << 62) // everything, held files too
+	if _, err := os.Stat(filepath.Join(r.o.dir, dataName)); !os.IsNotExist(err) {
+		t.Fatalf("the object was not evicted: %v", err)
+	}
+	readBacking(t, b, 1<<20, f.data)
+}
+
+// TestColdDamagedBlock: a present block whose bytes were damaged on disk
+// is checked before the kernel may read it, and fetched again.
+func TestColdDamagedBlock(t *testing.T) {
+	cfg := Config{BlockSize: 1 << 20}
+	f, _ := coldFixture(t, 3<<20, cfg)
+	// Another process caches the object, then its block 1 is damaged.
+	cfg.Dir = f.cache.cfg.Dir
+	other := f.open(cfg)
+	ro := other.Open(f.ref)
+	f.readAll(ro, 1<<20, f.data)
+	ro.Close()
+	other.Close()
+	data, err := os.OpenFile(filepath.Join(f.cache.object(f.ref).dir, dataName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data.WriteAt([]byte("damage"), 1<<20+5000)
+	data.Close()
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	b, _, ok := r.Backing()
+	if !ok {
+		t.Fatal("no backing file")
+	}
+	defer b.Close()
+	r.NotePassthrough()
+	readBacking(t, b, 4096, f.data)
+	if st := f.cache.Stats(); st.Corruptions == 0 || st.ColdOpens != 1 {
+		t.Fatalf("stats %+v: want the damage found and a cold open", st)
+	}
+}
+
+// TestColdManyReaders: more reading processes than coldReaders at once
+// (32 fio jobs): every fill succeeds (a reader's readahead state is never
+// closed under it).
+func TestColdManyReaders(t *testing.T) {
+	f, _ := coldFixture(t, 8<<20, Config{BlockSize: 1 << 20})
+	f.store.delay = 5 * time.Millisecond
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	b, _, ok := r.Backing()
+	if !ok {
+		t.Fatal("no cold backing file")
+	}
+	defer b.Close()
+	var cf *coldFile
+	f.cache.coldMu.Lock()
+	for _, c := range f.cache.cold {
+		cf = c
+	}
+	f.cache.coldMu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*coldReaders)
+	for i := range 4 * coldReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pid := int32(1000 + i)
+			off := int64(i) * 4096 * 61 % (8 << 20)
+			cf.Ready(off, 4096, pid)
+			if err := cf.Fill(context.Background(), off, 4096, pid); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("fill: %v", err)
+	}
+}

@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-fs/ferry/internal/testenv"
+)
+
+// Cold passthrough through real mounts: tasks on several ferry mounts
+// that share one cache dir read a cold object at once; each block is
+// fetched once, the kernel reads the cache file (no FUSE reads), and
+// every task gets the object's bytes.
+
+// metricSum sums the samples of metric name whose labels contain label.
+func metricSum(text, name, label string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if label != "" && !strings.Contains(line, label) {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// slowProxy is a toxiproxy in front of MinIO that makes reads of a few
+// tens of MiB take seconds: 20 ms per response and kbps per connection.
+func slowProxy(t *testing.T, e *s3env, kbps int64) string {
+	t.Helper()
+	p := testenv.Toxiproxy(t, e.srv.Endpoint)
+	p.AddLatency(t, 20*time.Millisecond, 0)
+	p.AddBandwidth(t, kbps)
+	return p.Endpoint
+}
+
+// sharedMount is one of several ferry mounts on one cache dir.
+type sharedMount struct {
+	*mountProc
+	metrics string // host:port of its /metrics
+}
+
+// startShared starts n ferry mounts (under dir) on the cache dir cache.
+func startShared(t *testing.T, e *s3env, endpoint, dir, cache string, n int, flags ...string) []sharedMount {
+	t.Helper()
+	var ms []sharedMount
+	for i := range n {
+		port, err := testenv.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		f := append([]string{"--metrics-addr", addr}, flags...)
+		m := startMountAt(t, e, endpoint, filepath.Join(dir, fmt.Sprintf("m%d", i)), cache, f...)
+		ms = append(ms, sharedMount{mountProc: m, metrics: addr})
+	}
+	return ms
+}
+
+func (m sharedMount) path(e *s3env, key string) string {
+	return filepath.Join(m.mnt, e.scheme, e.bucket, key)
+}
+
+// sha256Of hashes a file with sha256sum (a real tool reading through the
+// mount), returning the hex digest or the error output.
+func sha256Of(p string) (string, error) {
+	out, err := exec.Command("sha256sum", p).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("sha256sum %s: %v: %s", p, err, out)
+	}
+	return strings.Fields(string(out))[0], nil
+}
+
+func TestColdSharedCache(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	data := randBytes(t, 24<<20+4321)
+	e.put("cold/ref.bin", data)
+	endpoint := slowProxy(t, e, 40<<10)
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%d mounts", n), func(t *testing.T) {
+			dir := t.TempDir()
+			cache := filepath.Join(dir, "cache")
+			ms := startShared(t, e, endpoint, dir, cache, n, "--cold-passthrough", "on")
+			var wg sync.WaitGroup
+			errs := make([]error, n)
+			sums := make([]string, n)
+			for i, m := range ms {
+				wg.Add(1)
+				go func() { // owner: this test (waits below)
+					defer wg.Done()
+					sums[i], errs[i] = sha256Of(m.path(e, "cold/ref.bin"))
+				}()
+			}
+			wg.Wait()
+			var fetched float64
+			for i, m := range ms {
+				if errs[i] != nil || sums[i] != sha(data) {
+					t.Errorf("mount %d: sha %s, %v; want %s", i, sums[i], errs[i], sha(data))
+				}
+				text, err := scrape("http://" + m.metrics + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if reads := metricSum(text, "ferry_fuse_ops_total", `op="read"`); reads != 0 {
+					t.Errorf("mount %d served %v FUSE reads, want 0 (the kernel reads the cache file)", i, reads)
+				}
+				if cold := metricSum(text, "ferry_cache_cold_opens_total", ""); cold < 1 {
+					t.Errorf("mount %d: %v cold opens, want >= 1", i, cold)
+				}
+				fetched += metricSum(text, "ferry_cache_fetched_bytes_total", "")
+			}
+			if fetched != float64(len(data)) {
+				t.Errorf("the mounts fetched %v bytes together, want %d (each block once)", fetched, len(data))
+			}
+		})
+	}
+}
+
+// TestColdPassthroughModes: cold passthrough on ext4 as root, and the
+// fallbacks, each with its one log line at mount: a cache dir on tmpfs
+// or overlayfs, no CAP_SYS_ADMIN in the initial user namespace, turned
+// off; with --cold-passthrough on, a fallback is a start-up failure.
+func TestColdPassthroughModes(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	in := randBytes(t, 3<<20+5)
+	e.put("cpt/in.bin", in)
+	dir := t.TempDir()
+	tmpfs := filepath.Join(dir, "tmpfs")
+	ovl := filepath.Join(dir, "ovl")
+	for _, d := range []string{tmpfs, ovl + "/l", ovl + "/u", ovl + "/w", ovl + "/m"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mount("tmpfs", tmpfs, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(tmpfs, syscall.MNT_DETACH) })
+	if err := syscall.Mount("overlay", ovl+"/m", "overlay", 0, "lowerdir="+ovl+"/l,upperdir="+ovl+"/u,workdir="+ovl+"/w"); err != nil {
+		t.Fatalf("mount an overlayfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(ovl+"/m", syscall.MNT_DETACH) })
+	tests := []struct {
+		name, mode, cache string
+		userns            bool
+		code              int
+		log               string
+		cold              bool // the open passed through cold
+	}{
+		{name: "ext4, auto", mode: "auto", log: "cold passthrough on", cold: true},
+		{name: "ext4, off", mode: "off", log: "--cold-passthrough off"},
+		{name: "tmpfs, auto", mode: "auto", cache: tmpfs, log: "tmpfs"},
+		{name: "tmpfs, on", mode: "on", cache: tmpfs, code: 1, log: "--cold-passthrough on"},
+		{name: "overlayfs, auto", mode: "auto", cache: ovl + "/m", log: "overlayfs"},
+		{name: "user namespace, auto", mode: "auto", userns: true, log: "FUSE passthrough is off"},
+		{name: "user namespace, on", mode: "on", userns: true, code: 1, log: "--cold-passthrough on"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mnt := filepath.Join(dir, "mnt", strconv.Itoa(i))
+			cache := filepath.Join(cmpOr(tt.cache, dir), "cache", strconv.Itoa(i))
+			p := filepath.Join(mnt, "s3", e.bucket, "cpt/in.bin")
+			args := []string{"run", "--mount-point", mnt, "--cache-dir", cache, "--cold-passthrough", tt.mode, "--", "sha256sum", p}
+			cmd := exec.Command(ferryBin, args...)
+			cmd.Env = append(append([]string{}, e.env...), "HOME="+dir)
+			var so, se bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &so, &se
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if tt.userns {
+				cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+				cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+				cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+			}
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }() // owner: this subtest
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+				cmd.Process.Kill()
+				t.Fatalf("ferry run timed out\n%s", se.String())
+			}
+			if got := cmd.ProcessState.ExitCode(); got != tt.code {
+				t.Fatalf("exit %d, want %d\nstderr:\n%s", got, tt.code, se.String())
+			}
+			if !strings.Contains(se.String(), tt.log) {
+				t.Errorf("stderr lacks %q:\n%s", tt.log, se.String())
+			}
+			if tt.code != 0 {
+				return
+			}
+			if strings.Count(se.String(), "cold passthrough") != 1 {
+				t.Errorf("want one log line about cold passthrough:\n%s", se.String())
+			}
+			if !strings.Contains(so.String(), sha(in)) {
+				t.Fatalf("wrong checksum:\n%s\nstderr:\n%s", so.String(), se.String())
+			}
+			s := parseSummary(t, se.String())
+			if (s["passthrough_cold_files"] >= 1) != tt.cold {
+				t.Errorf("summary: %v cold passthrough files, want cold %v", s["passthrough_cold_files"], tt.cold)
+			}
+		})
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,12 +22,6 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore/gcs"
 	"github.com/ferry-fs/ferry/pkg/objstore/s3"
 )
-
-// init keeps the main goroutine on the main thread: test goroutines that
-// enter a task's mount namespace end locked (taskns_test.go), and the
-// runtime parks the main thread instead of ending it, where /proc/self
-// (which names the main thread) would show that namespace.
-func init() { runtime.LockOSThread() }
 
 // ferryBin is the binary under test, built once by TestMain.
 var ferryBin string

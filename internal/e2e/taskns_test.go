@@ -78,9 +78,12 @@ func startTaskMount(t *testing.T, e *s3env, endpoint string, flags ...string) (*
 
 // enterMountNS locks the calling goroutine to its thread and moves the
 // thread into the mount namespace of process pid (keeping its working
-// directory). The returned function moves it back to the namespace it
-// came from; the thread stays locked (its file-system context is its own
-// from now on), so the runtime ends it with the goroutine.
+// directory). The returned function moves it back to the namespace and
+// working directory it came from and unlocks it. (A thread must not end
+// locked: the test servers die with the thread that started them, their
+// Pdeathsig; and the thread keeps a file-system context of its own,
+// which differs from the others' only if the process changed directory
+// or umask, which these tests never do.)
 func enterMountNS(t *testing.T, pid int) (leave func()) {
 	t.Helper()
 	leave, err := enterNS(pid)
@@ -94,15 +97,18 @@ func enterMountNS(t *testing.T, pid int) (leave func()) {
 func enterNS(pid int) (leave func(), err error) {
 	runtime.LockOSThread()
 	if err := unix.Unshare(unix.CLONE_FS); err != nil { // setns(CLONE_NEWNS) wants an fs context of its own
+		runtime.UnlockOSThread() // nothing changed yet
 		return nil, fmt.Errorf("unshare(CLONE_FS): %w", err)
 	}
 	home, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		runtime.UnlockOSThread() // still in its own namespace and directory
 		return nil, err
 	}
 	cwd, err := unix.Open(".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		unix.Close(home)
+		runtime.UnlockOSThread()
 		return nil, err
 	}
 	target, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -113,6 +119,7 @@ func enterNS(pid int) (leave func(), err error) {
 	if err != nil {
 		unix.Close(home)
 		unix.Close(cwd)
+		runtime.UnlockOSThread() // setns failed: still where it was
 		return nil, fmt.Errorf("entering the mount namespace of process %d: %w", pid, err)
 	}
 	_ = unix.Fchdir(cwd)
@@ -123,12 +130,13 @@ func enterNS(pid int) (leave func(), err error) {
 		_ = unix.Fchdir(cwd)
 		unix.Close(home)
 		unix.Close(cwd)
+		runtime.UnlockOSThread()
 	}, nil
 }
 
 // inTaskNS runs fn on a new goroutine whose thread is in the mount
 // namespace of process pid, and returns its error (or the failure to
-// enter the namespace). The goroutine moves back before it ends, locked.
+// enter the namespace). The thread moves back before the goroutine ends.
 func inTaskNS(pid int, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() { // owner: inTaskNS, which waits for errc

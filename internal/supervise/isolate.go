@@ -282,29 +282,39 @@ func coverPaths(ms []mountEntry, dir string) []string {
 }
 
 // detachForeign detaches, in the calling thread's namespace, the FUSE
-// mounts other than ferry's own (device ours) whose unmount would not
-// propagate into it, outermost first. It returns how many it detached.
+// mounts foreignFUSE names. It returns how many it detached.
 func detachForeign(ms []mountEntry, ours string) int {
+	n := 0
+	for _, p := range foreignFUSE(ms, ours) {
+		if syscall.Unmount(p, syscall.MNT_DETACH) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// foreignFUSE lists the mount points of the FUSE mounts other than
+// ferry's own (device ours) whose unmount would not propagate into the
+// namespace of ms (private copies), outermost first, leaving out those
+// below another one (detached with it) and under /proc and /sys.
+func foreignFUSE(ms []mountEntry, ours string) []string {
 	top := tops(ms)
-	var cands []mountEntry
+	var cands []string
 	for _, m := range ms {
 		if t, ok := top[m.point]; ok && t.id == m.id && m.fuse() && m.dev != ours && !m.slave() {
-			cands = append(cands, m)
+			cands = append(cands, m.point)
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return len(cands[i].point) < len(cands[j].point) })
-	var done []string
-	for _, m := range cands {
-		skip := false
-		for _, d := range done {
-			skip = skip || within(m.point, d)
+	sort.Slice(cands, func(i, j int) bool { return len(cands[i]) < len(cands[j]) })
+	var out []string
+	for _, p := range cands {
+		skip := within(p, "/proc") || within(p, "/sys")
+		for _, d := range out {
+			skip = skip || within(p, d)
 		}
-		if skip || within(m.point, "/proc") || within(m.point, "/sys") {
-			continue
-		}
-		if syscall.Unmount(m.point, syscall.MNT_DETACH) == nil {
-			done = append(done, m.point)
+		if !skip {
+			out = append(out, p)
 		}
 	}
-	return len(done)
+	return out
 }

@@ -187,19 +187,47 @@ exit 0`, e.path("private/secret.txt"), e.cache, filepath.Join(e.mnt, "s3", other
 }
 
 // TestIsolateEmptyTmpdir: a task that empties $TMPDIR when the cache is
-// the default $TMPDIR/ferry-cache removes everything else; rm reports
-// the covered cache directory as busy (exit 1: it is a mount point in
-// the task's namespace) and ferry loses nothing: the staged output is
-// uploaded, the cached input stays cached.
+// $TMPDIR/ferry-cache (the default, or a volume mounted there) removes
+// everything else; rm reports the covered cache directory as busy (exit
+// 1: it is a mount point in the task's namespace) and ferry loses
+// nothing: the staged output is uploaded, the cached input stays cached
+// for the next task. With --isolate-cache=off, rm empties the cache
+// (what the cover prevents) and ferry still uploads the output.
 func TestIsolateEmptyTmpdir(t *testing.T) {
 	t.Parallel()
-	e := newS3Env(t)
-	data := randBytes(t, 2<<20+3)
-	e.put("in/obj", data)
-	tmp := t.TempDir()
-	e.extra = []string{"TMPDIR=" + tmp}
-	in, out := e.path("in/obj"), e.path("out/result.txt")
-	script := fmt.Sprintf(`
+	tests := []struct {
+		name   string
+		mode   string
+		volume bool   // a directory mounted at $TMPDIR/ferry-cache
+		rm     string // rm's exit status
+		left   string // what is left in $TMPDIR
+		cached bool   // the input is still cached afterwards
+	}{
+		{name: "default cache dir", mode: "auto", rm: "1", left: "ferry-cache", cached: true},
+		{name: "volume at the cache dir", mode: "auto", volume: true, rm: "1", left: "ferry-cache", cached: true},
+		{name: "off", mode: "off", rm: "0", left: "", cached: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newS3Env(t)
+			data := randBytes(t, 2<<20+3)
+			e.put("in/obj", data)
+			tmp := t.TempDir()
+			cache := filepath.Join(tmp, "ferry-cache")
+			if tt.volume {
+				vol := t.TempDir()
+				if err := os.Mkdir(cache, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Mount(vol, cache, "", syscall.MS_BIND, ""); err != nil {
+					t.Fatalf("bind mount: %v", err)
+				}
+				t.Cleanup(func() { detachAll(cache) })
+			}
+			e.extra = []string{"TMPDIR=" + tmp}
+			in, out := e.path("in/obj"), e.path("out/result.txt")
+			script := fmt.Sprintf(`
 echo mine > "$TMPDIR/mine.txt"; mkdir "$TMPDIR/sub"; echo x > "$TMPDIR/sub/f"
 sha256sum %[1]s
 mkdir -p $(dirname %[2]s); echo result > %[2]s
@@ -208,39 +236,41 @@ echo left=$(ls -A "$TMPDIR")
 sha256sum %[1]s
 cat %[2]s
 `, in, out)
-	r := e.ferry(2*time.Minute, "run", "--mount-point", e.mnt, "--", "sh", "-c", script)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, tailStr(r.stderr, 4000))
-	}
-	for _, want := range []string{"rm=1\n", "left=ferry-cache\n", "result\n"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
-		}
-	}
-	if n := strings.Count(r.stdout, sha(data)); n != 2 {
-		t.Errorf("%d right checksums of the input, want 2:\n%s", n, r.stdout)
-	}
-	if !strings.Contains(r.stderr, "ferry-cache") || !strings.Contains(r.stderr, "busy") {
-		t.Errorf("rm does not report the cache directory as busy:\n%s", tailStr(r.stderr, 2000))
-	}
-	if got, err := e.get("out/result.txt"); err != nil || string(got) != "result\n" {
-		t.Errorf("out/result.txt = %q, %v", got, err)
-	}
-	kept := false
-	for _, f := range dataFiles(t, filepath.Join(tmp, "ferry-cache")) {
-		b, _ := os.ReadFile(f)
-		kept = kept || sha(b) == sha(data)
-	}
-	if !kept {
-		t.Errorf("the input is no longer cached after the task")
-	}
-	// The next task on the node finds the input in the cache.
-	r = e.ferry(2*time.Minute, "run", "--mount-point", e.mnt, "--", "sha256sum", in)
-	if r.code != 0 || !strings.Contains(r.stdout, sha(data)) {
-		t.Fatalf("second run: exit %d\n%s\n%s", r.code, r.stdout, tailStr(r.stderr, 2000))
-	}
-	if s := parseSummary(t, r.stderr); s["bytes_downloaded"] != 0 {
-		t.Errorf("the second run downloaded %v bytes, want the cached input", s["bytes_downloaded"])
+			r := e.ferry(2*time.Minute, "run", "--mount-point", e.mnt, "--isolate-cache="+tt.mode, "--", "sh", "-c", script)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, tailStr(r.stderr, 4000))
+			}
+			for _, want := range []string{"rm=" + tt.rm + "\n", "left=" + tt.left + "\n", "result\n"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			if n := strings.Count(r.stdout, sha(data)); n != 2 {
+				t.Errorf("%d right checksums of the input, want 2:\n%s", n, r.stdout)
+			}
+			if busy := strings.Contains(r.stderr, "ferry-cache") && strings.Contains(r.stderr, "busy"); busy != (tt.rm == "1") {
+				t.Errorf("rm reports the cache directory as busy: %v, want %v:\n%s", busy, tt.rm == "1", tailStr(r.stderr, 2000))
+			}
+			if got, err := e.get("out/result.txt"); err != nil || string(got) != "result\n" {
+				t.Errorf("out/result.txt = %q, %v", got, err)
+			}
+			kept := false
+			for _, f := range dataFiles(t, cache) {
+				b, _ := os.ReadFile(f)
+				kept = kept || sha(b) == sha(data)
+			}
+			if kept != tt.cached {
+				t.Errorf("the input is cached after the task: %v, want %v", kept, tt.cached)
+			}
+			// The next task on the node finds the input in the cache.
+			r = e.ferry(2*time.Minute, "run", "--mount-point", e.mnt, "--", "sha256sum", in)
+			if r.code != 0 || !strings.Contains(r.stdout, sha(data)) {
+				t.Fatalf("second run: exit %d\n%s\n%s", r.code, r.stdout, tailStr(r.stderr, 2000))
+			}
+			if s := parseSummary(t, r.stderr); (s["bytes_downloaded"] == 0) != tt.cached {
+				t.Errorf("the second run downloaded %v bytes (cached input: %v)", s["bytes_downloaded"], tt.cached)
+			}
+		})
 	}
 }
 

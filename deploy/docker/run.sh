@@ -9,6 +9,9 @@
 # on the host (each block fetched once per host), and a file system that takes
 # fanotify pre-content events, so that cold files pass through too (tmpfs and
 # overlayfs refuse them; ferry then says so at mount and reads them itself).
+# The task does not see that directory (ferry covers it in the task's mount
+# namespace), but a root task can get around the cover on purpose: one host
+# directory per tenant where tenants do not trust each other.
 set -eu
 img=$1; shift
 exec docker run --rm --device /dev/fuse --cap-add SYS_ADMIN --security-opt apparmor=unconfined \

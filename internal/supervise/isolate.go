@@ -185,6 +185,25 @@ func (iso *isolation) setup(full bool) error {
 	return nil
 }
 
+// cacheCovered reports whether the calling thread's namespace covers the
+// cache directory dir (a ferry run task's: ferry's own tools run there
+// should not expect to reach it).
+func cacheCovered(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return false
+	}
+	ms, err := readMountinfo()
+	if err != nil {
+		return false
+	}
+	t, ok := tops(ms)[abs]
+	return ok && t.fstype == "tmpfs" && t.source == coverName
+}
+
 // unshareError explains a refused unshare(CLONE_NEWNS).
 func unshareError(err error) error {
 	switch {

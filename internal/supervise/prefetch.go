@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path"
@@ -50,7 +51,10 @@ type prefetchFile struct {
 // characters (* ? [ as in path.Match, where * does not cross /) is
 // expanded by listing the bucket, and a match on a directory takes
 // everything under it. Relative paths are taken from $PWD. Nothing is
-// read through the mount, so Prefetch works with or without one.
+// read through the mount, so Prefetch works with or without one; except
+// inside the task of a ferry run, whose namespace covers the cache
+// directory (isolate.go): there the files are read through the mount,
+// and the task's ferry fetches them into its cache.
 //
 // Files that fail do not stop the others; the error joins every failure.
 // A path that matches nothing is an error wrapping objstore.ErrNotFound;
@@ -77,6 +81,12 @@ func Prefetch(ctx context.Context, cfg config.Config, paths []string, opts Prefe
 	if err != nil {
 		return err
 	}
+	if cacheCovered(cfg.CacheDir) {
+		log.Info("prefetch: the cache directory is covered (a ferry run task): reading the files through the mount, its ferry caches them", "mount_point", cfg.MountPoint)
+		return warmAll(ctx, files, opts, log, func(ctx context.Context, f prefetchFile, progress func(int64)) error {
+			return warmThroughMount(ctx, cfg.MountPoint, f, progress)
+		})
+	}
 	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
 	}
@@ -88,11 +98,14 @@ func Prefetch(ctx context.Context, cfg config.Config, paths []string, opts Prefe
 		return fmt.Errorf("block cache: %w", err)
 	}
 	defer blocks.Close()
-	return warmAll(ctx, blocks, files, resolve, opts, log)
+	return warmAll(ctx, files, opts, log, func(ctx context.Context, f prefetchFile, progress func(int64)) error {
+		return warmOne(ctx, blocks, f, resolve, progress)
+	})
 }
 
-// warmAll prefetches files, opts.Files at a time, reporting progress.
-func warmAll(ctx context.Context, blocks *block.Cache, files []prefetchFile, resolve func(context.Context, string, string) (objstore.Store, error), opts PrefetchOptions, log *slog.Logger) error {
+// warmAll prefetches files with warm, opts.Files at a time, reporting
+// progress.
+func warmAll(ctx context.Context, files []prefetchFile, opts PrefetchOptions, log *slog.Logger, warm func(ctx context.Context, f prefetchFile, progress func(int64)) error) error {
 	t0 := time.Now()
 	var total int64
 	for _, f := range files {
@@ -126,7 +139,7 @@ func warmAll(ctx context.Context, blocks *block.Cache, files []prefetchFile, res
 			defer wg.Done()
 			defer func() { <-sem }()
 			var seen int64 // this file's bytes already added to done
-			err := warmOne(ctx, blocks, f, resolve, func(n int64) {
+			err := warm(ctx, f, func(n int64) {
 				mu.Lock()
 				done += n - seen
 				seen = n
@@ -169,6 +182,30 @@ func warmOne(ctx context.Context, blocks *block.Cache, f prefetchFile, resolve f
 		Version: f.info.Version, Size: f.info.Size,
 	}
 	return blocks.Prefetch(ctx, ref, progress)
+}
+
+// warmThroughMount reads one object whole through the mount at
+// mountPoint (its ferry fetches it into the cache).
+func warmThroughMount(ctx context.Context, mountPoint string, f prefetchFile, progress func(int64)) error {
+	fh, err := os.Open(filepath.Join(mountPoint, f.scheme, f.bucket, filepath.FromSlash(f.info.Key)))
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for ctx.Err() == nil {
+		m, err := fh.Read(buf)
+		n += int64(m)
+		progress(n)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 // expandPaths turns the paths into the objects to warm, each once, in the

@@ -188,7 +188,7 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.Passthrough })
 		}),
-	def("cold-passthrough", "auto, on or off: pass read-only opens through even before the file is wholly cached, the cache filling each range as the kernel asks for it (fanotify pre-content events, Linux 6.14+, a cache dir on ext4, xfs or btrfs); auto falls back when unavailable, on fails instead", []string{"FERRY_COLD_PASSTHROUGH"},
+	def("cold-passthrough", "auto, on, off or unguarded: pass the task's read-only opens through even before the file is wholly cached, the cache filling each range as the kernel asks for it (fanotify pre-content events, Linux 6.14+, a cache dir on ext4, xfs or btrfs; ferry makes a file whole before the task maps it); auto falls back when unavailable, on fails instead; unguarded does it for every process, ferry mount's too (a mapping made before the file is whole reads zeros where it is not cached)", []string{"FERRY_COLD_PASSTHROUGH"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.ColdPassthrough })
 		}),

@@ -229,7 +229,7 @@ func crashMode(iter int) string { return readModes[iter%len(readModes)] }
 // mount from this process, kills ferry and detaches the mount.
 func crashOnce(t *testing.T, e *s3env, c *crasher, endpoint string, point crashPoint, rng *rand.Rand, l *crashLedger, iter int, o crashOptions) (bool, string) {
 	t.Helper()
-	m := startMount(t, e, endpoint, readModeFlags(crashMode(iter))...)
+	m := startMount(t, e, endpoint, mountModeFlags(crashMode(iter))...)
 	root := e.path("")
 	w := &crashIO{root: root, l: l, rng: rng}
 	dir := fmt.Sprintf("i%02d", iter)

@@ -118,7 +118,7 @@ func runModel(t *testing.T, o modelOptions) {
 	// --allow-other: ferry then serves each object's own attributes,
 	// which the model compares (see vfs.Options.ExactAttrs); the model
 	// runs as root, which the permissions it sets do not lock out.
-	flags := append(readModeFlags(o.mode), "--allow-other")
+	flags := append(mountModeFlags(o.mode), "--allow-other")
 	mp := startMount(t, e, e.srv.Endpoint, flags...)
 	for _, r := range m.roots {
 		if err := os.MkdirAll(r, 0o755); err != nil {

@@ -271,7 +271,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFla
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	fh := &handle{h: h, m: n.m, n: n, write: vfs.FlagsFrom(flags).Write}
-	return fh, n.attach(ctx, fh, fuseFlags), 0
+	fuseFlags, errno = n.attach(ctx, fh, flags, fuseFlags)
+	if errno != 0 {
+		h.Release() // never attached
+		return nil, 0, errno
+	}
+	return fh, fuseFlags, 0
 }
 
 // Create creates and opens a file.
@@ -288,7 +293,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	a, _ := h.Attr(ctx) // the new file's: no error
 	ino, ch := n.newChild(ctx, a, out)
 	fh := &handle{h: h, m: n.m, n: ch, write: true}
-	return ino, fh, ch.attach(ctx, fh, 0), 0
+	fuseFlags, errno := ch.attach(ctx, fh, flags, 0)
+	if errno != 0 {
+		h.Release() // never attached
+		return nil, nil, 0, errno
+	}
+	return ino, fh, fuseFlags, 0
 }
 
 // Mkdir creates a directory (a marker object).

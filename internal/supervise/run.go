@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 	if err != nil {
 		bin = argv[0] // may live on the mount; the child resolves it
 	}
-	st, err := start(ctx, cfg, log, opts.Nextflow.hooks(opts.Hooks))
+	st, err := start(ctx, cfg, log, opts.Nextflow.hooks(opts.Hooks), true)
 	if err != nil {
 		log.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure
@@ -75,13 +75,13 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 		return finish(st, code) // 127: .command.sh never appeared
 	}
 	opts.Stdout, opts.Stderr = opts.Nextflow.taskOutput(opts.Stdout, opts.Stderr)
-	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended())
+	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended(), st.taskGuard())
 	stg.stop()
 	return finish(st, code)
 }
 
 // start builds the stack and mounts it.
-func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks) (*stack, error) {
+func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks, task bool) (*stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -89,6 +89,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 	if err != nil {
 		return nil, err
 	}
+	st.task = task
 	if err := st.mount(); err != nil {
 		st.close()
 		return nil, err
@@ -107,9 +108,20 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 // ends under the task (ended is closed: unmounted or aborted from
 // outside), the task's process group gets SIGTERM, as when ferry gets
 // one, and runTask waits for the task.
-func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}) int {
+func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}, guard *mapGuard) int {
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args = argv
+	var sock *os.File
+	if guard != nil {
+		// Through this binary again: it puts the task under the mapping
+		// guard (mapguard.go) and execs it.
+		var err error
+		if cmd, sock, err = guardedCommand(bin, argv); err != nil {
+			log.Warn("cold passthrough: the task's mappings cannot be guarded, so its reads of files not wholly cached go through ferry", "err", err.Error())
+			cmd, guard = exec.Command(bin, argv[1:]...), nil
+			cmd.Args = argv
+		}
+	}
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if opts.Stdout != nil {
@@ -137,6 +149,14 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 		return 126
 	}
 	pgid := cmd.Process.Pid
+	if guard != nil {
+		cmd.ExtraFiles[0].Close()
+		if err := guard.receive(sock, cmd.Process.Pid); err != nil {
+			log.Warn("cold passthrough: the task runs without the mapping guard, so its reads of files not wholly cached go through ferry", "err", err.Error())
+		}
+		sock.Close()
+		defer guard.stop()
+	}
 	for {
 		select {
 		case s := <-sigs:
@@ -239,7 +259,7 @@ func finish(st *stack, code int) int {
 // or SIGINT) or the mount is unmounted from outside, then drains and
 // unmounts.
 func Mount(ctx context.Context, cfg config.Config, opts Options) int {
-	st, err := start(ctx, cfg, opts.Logger, opts.Hooks)
+	st, err := start(ctx, cfg, opts.Logger, opts.Hooks, false)
 	if err != nil {
 		opts.Logger.Error("ferry could not start: " + err.Error())
 		return ExitStartFailure

@@ -35,6 +35,10 @@ type stack struct {
 	hooks  Hooks
 	obs    *observer // metrics, /metrics listener, exit summary
 	cold   *cold     // cold passthrough, when on (cold.go)
+	// guard is the mapping guard of the task (ferry run; nil for ferry
+	// mount): cold files are handed only to the processes it guards.
+	guard *mapGuard
+	task  bool // a task of its own (ferry run): set before mount
 }
 
 // stores creates one store per bucket on first use.
@@ -147,14 +151,32 @@ func (s *stack) mount() error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("/dev/fuse is not available (run the container with --device /dev/fuse --cap-add SYS_ADMIN): %w", err)
 	}
-	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{
+	opts := fusefs.Options{
 		Metrics: metrics.NewFUSE(s.reg), AllowOther: s.cfg.AllowOther,
 		Passthrough: s.cfg.Passthrough, BackingDir: s.blocks.Config().Dir,
-	})
+	}
+	switch {
+	case s.cfg.ColdPassthrough == "unguarded":
+		opts.Guarded = func(uint32) bool { return true }
+	case s.task:
+		g, err := newMapGuard(s.fs, s.log)
+		if err != nil {
+			return err
+		}
+		s.guard = g
+		opts.Guarded = g.guarded
+	}
+	srv, err := fusefs.Mount(dir, s.fs, opts)
 	if err != nil {
 		return err
 	}
 	s.srv = srv
+	if s.guard != nil {
+		if err := s.guard.setMount(dir); err != nil {
+			s.unmount()
+			return err
+		}
+	}
 	if on, why := srv.Passthrough(); on {
 		s.log.Info("FUSE passthrough on: the kernel reads wholly cached files from the cache without ferry")
 	} else {
@@ -168,6 +190,15 @@ func (s *stack) mount() error {
 	// opened a file in the mount point after the task, or a test, could
 	// already have unmounted it: ENOENT, and ferry exited 1 at start.)
 	return nil
+}
+
+// taskGuard returns the mapping guard to start the task under: when cold
+// passthrough is on (nil otherwise: the task gets no cold files).
+func (s *stack) taskGuard() *mapGuard {
+	if s.cold == nil || s.guard == nil {
+		return nil
+	}
+	return s.guard
 }
 
 // unmount unmounts, lazily when something still holds the mount. A mount

@@ -254,6 +254,9 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 	if err := wb.Detach(ctx, dst.target()); err != nil {
 		return err
 	}
+	// Descriptors that pass through read the version they opened from its
+	// cache file: keep it whole before the object goes.
+	fs.keepSnapshots(ctx, src)
 	info, err := fs.copyRenamed(ctx, st, src, dst)
 	if err != nil {
 		return err
@@ -304,6 +307,7 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 	// fail with ENOTEMPTY on the part already at dst. Finish it (errors
 	// of the store still stop it: see Limits in the README).
 	ctx = context.WithoutCancel(ctx)
+	fs.keepSnapshotsUnder(ctx, src) // the objects below go (see renameOne)
 	sp, dp := src.Key+"/", dst.Key+"/"
 	// Dirty files first, the bucket after: an upload that lands (and whose
 	// file writeback then forgets) between the two looks is then in the

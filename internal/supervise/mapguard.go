@@ -72,16 +72,16 @@ func guardProgram() ([]unix.SockFilter, error) {
 		ret   = unix.BPF_RET | unix.BPF_K
 	)
 	return []unix.SockFilter{
-		{Code: ldAbs, K: 4},                                   // 0: arch
-		{Code: jeq, K: arch, Jt: 0, Jf: 7},                    // 1: other arch: allow
-		{Code: ldAbs, K: 0},                                   // 2: syscall number
-		{Code: jeq, K: nr, Jt: 0, Jf: 5},                      // 3: not mmap: allow
-		{Code: ldAbs, K: 16 + 3*8},                            // 4: flags (low word)
-		{Code: jset, K: unix.MAP_ANONYMOUS, Jt: 3, Jf: 0},     // 5: anonymous: allow
-		{Code: ldAbs, K: 16 + 4*8},                            // 6: fd (low word)
-		{Code: jeq, K: 0xffffffff, Jt: 1, Jf: 0},              // 7: fd -1: allow
-		{Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},           // 8: ask ferry
-		{Code: ret, K: unix.SECCOMP_RET_ALLOW},                // 9
+		{Code: ldAbs, K: 4},                               // 0: arch
+		{Code: jeq, K: arch, Jt: 0, Jf: 7},                // 1: other arch: allow
+		{Code: ldAbs, K: 0},                               // 2: syscall number
+		{Code: jeq, K: nr, Jt: 0, Jf: 5},                  // 3: not mmap: allow
+		{Code: ldAbs, K: 16 + 3*8},                        // 4: flags (low word)
+		{Code: jset, K: unix.MAP_ANONYMOUS, Jt: 3, Jf: 0}, // 5: anonymous: allow
+		{Code: ldAbs, K: 16 + 4*8},                        // 6: fd (low word)
+		{Code: jeq, K: 0xffffffff, Jt: 1, Jf: 0},          // 7: fd -1: allow
+		{Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},       // 8: ask ferry
+		{Code: ret, K: unix.SECCOMP_RET_ALLOW},            // 9
 	}, nil
 }
 

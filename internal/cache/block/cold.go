@@ -45,8 +45,8 @@ type coldFile struct {
 	refs    int                   // Readers whose backing file it is
 	readers map[int32]*coldReader // readahead state per reading process (by pid)
 	order   []int32               // pids in readers, least recently used first
-	whole   bool              // every block present and verified; events ended
-	checks  bool              // a background check for wholeness is running
+	whole   bool                  // every block present and verified; events ended
+	checks  bool                  // a background check for wholeness is running
 	dropped bool
 }
 

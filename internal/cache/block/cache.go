@@ -54,6 +54,9 @@ type Cache struct {
 	// under stagersMu, loaded without a lock by every read.
 	stagers   atomic.Pointer[[]*Stager]
 	stagersMu sync.Mutex
+	// pred runs directory-readahead fetches and keeps their ledger
+	// (predict.go); it has its own lock.
+	pred predictor
 
 	// mu guards every field below, the refs, idleEl and gone fields of
 	// every objFile, and the mutable fields of every job and flight. Never

@@ -13,8 +13,10 @@ import (
 // Input staging: a task's inputs, named before it starts, fetched into the
 // cache in the background so that its reads find them there.
 //
-//   - Order: the Early inputs (small files, indexes) first, whole, up to
-//     StageOptions.Parallel at a time; then the others one at a time, in
+//   - Order: the Early inputs (small files, indexes, the objects of a
+//     directory input) first, whole, up to StageOptions.Parallel at a
+//     time (the fetch workers: the download budget); then the others one
+//     at a time, in
 //     order, each from its start.
 //   - Rate: staging fetches are queued at prioStage, below reads and
 //     readahead, and each input keeps at most stageParts GETs of PartSize
@@ -44,15 +46,16 @@ const (
 	// stageMinRun is how long a sequential run of the task's reads must be
 	// before it stops the staging it passed: a header read is not a stream.
 	stageMinRun = 8 << 20
-	// defaultStageParallel is how many Early inputs are staged at once.
-	defaultStageParallel = 4
+	// stageEarlyQueue: the Early inputs staged at once keep as many
+	// blocks queued together as this many inputs of the others would.
+	stageEarlyQueue = 4
 )
 
 // StageInput is one object to stage.
 type StageInput struct {
 	Ref Ref
-	// Early inputs (small files, indexes) are staged first, whole, several
-	// at a time.
+	// Early inputs (small files, indexes, a directory's objects) are
+	// staged first, whole, several	// at a time.
 	Early bool
 }
 
@@ -61,7 +64,9 @@ type StageOptions struct {
 	// Budget bounds the staged bytes the task has not read yet; default
 	// half of MaxBytes (readahead windows take at most a quarter).
 	Budget int64
-	// Parallel is how many Early inputs are staged at once; default 4.
+	// Parallel is how many Early inputs are staged at once; default the
+	// number of fetch workers (Config.MaxConcurrency, within the memory
+	// budget).
 	Parallel int
 	// Logger receives a line per input that could not be staged (info)
 	// and per input whose staging stopped (debug); nil discards them.
@@ -168,7 +173,7 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 		opts.Budget = c.cfg.MaxBytes / 2
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = defaultStageParallel
+		opts.Parallel = c.nworkers
 	}
 	log := opts.Logger
 	if log == nil {
@@ -178,6 +183,9 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 	partBlocks := max(1, c.cfg.PartSize/bs)
 	ahead := max(stageParts, int64(c.cfg.MaxConcurrency)/4) * partBlocks
 	ahead = max(1, min(ahead, opts.Budget/2/bs))
+	// Early inputs staged side by side share what stageEarlyQueue inputs
+	// would keep queued, at least a part each.
+	early := min(ahead, max(partBlocks, stageEarlyQueue*ahead/int64(opts.Parallel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Stager{c: c, opts: opts, bs: bs, ahead: ahead, log: log, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), files: map[stageKey]*stageFile{}}
@@ -189,6 +197,9 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 		}
 		n := (in.Ref.Size + bs - 1) / bs
 		f := &stageFile{in: in, blocks: n, ahead: ahead, staged: make([]uint64, (n+63)/64), read: make([]uint64, (n+63)/64), lost: make([]uint64, (n+63)/64)}
+		if in.Early {
+			f.ahead = early
+		}
 		s.files[k] = f
 		s.order = append(s.order, f)
 	}

@@ -9,8 +9,9 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
-// Caller is the process making a request: what it creates is its own.
-type Caller struct{ Uid, Gid uint32 }
+// Caller is the process making a request: what it creates is its own,
+// and what it opens feeds its directory readahead (fileahead.go).
+type Caller struct{ Uid, Gid, Pid uint32 }
 
 type callerKey struct{}
 

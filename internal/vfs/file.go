@@ -122,6 +122,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 	if err != nil {
 		return nil, err
 	}
+	fs.noteOpen(ctx, l) // directory readahead: the files it will open next
 	fs.mu.Lock()
 	keep := fs.seen[l.cacheKey()] == info.Version
 	fs.seen[l.cacheKey()] = info.Version

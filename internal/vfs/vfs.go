@@ -55,6 +55,10 @@ type Options struct {
 	// stats the object (a HEAD) unless its metadata is known. Set it when
 	// the kernel enforces permissions (allow_other, default_permissions).
 	ExactAttrs bool
+	// DirReadahead: fetch the files a process is about to open, when it
+	// reads the files of a directory one after the other
+	// (fileahead.go).
+	DirReadahead bool
 }
 
 // FS is the file system. All methods are safe for concurrent use.
@@ -74,7 +78,8 @@ type FS struct {
 	hmu  sync.Mutex
 	open map[string]map[*Handle]struct{}
 
-	ahead *dirAhead // background listings of a directory walk (dirahead.go)
+	ahead  *dirAhead  // background listings of a directory walk (dirahead.go)
+	fahead *fileAhead // directory readahead of files (fileahead.go)
 
 	start time.Time // the mount's start: the times of directories without any
 
@@ -112,7 +117,7 @@ func New(opts Options, deps Deps) *FS {
 	if opts.Uid == 0 && opts.Gid == 0 {
 		opts.Uid, opts.Gid = uint32(os.Getuid()), uint32(os.Getgid())
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(),
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(), fahead: newFileAhead(opts.DirReadahead, deps.Blocks),
 		start: time.Now(), dirs: map[string]*dirState{}, mflight: map[string]chan struct{}{}, known: map[string]knownMeta{}}
 }
 

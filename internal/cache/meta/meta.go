@@ -48,8 +48,9 @@ type Listing struct {
 	Expires time.Time
 	Loaded  time.Time // when it was listed (zero when built by NewListing)
 
-	mu      sync.Mutex          // guards entries
+	mu      sync.Mutex          // guards entries and names
 	entries map[string]DirEntry // guarded by mu
+	names   []string            // entries' names sorted, built by Names; nil after a change; guarded by mu
 }
 
 // NewListing returns a listing of entries that expires at exp.
@@ -76,12 +77,31 @@ func (l *Listing) Entries() []DirEntry {
 	return out
 }
 
+// Names returns the names sorted, sorted once per version of the
+// listing (callers share the slice and must not change it).
+func (l *Listing) Names() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.names == nil {
+		names := make([]string, 0, len(l.entries))
+		for n := range l.entries {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		l.names = names
+	}
+	return l.names
+}
+
 // Add inserts or replaces a name (a directory is never replaced by a file).
 func (l *Listing) Add(e DirEntry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old, ok := l.entries[e.Name]; ok && old.Kind == KindDir && e.Kind != KindDir {
 		return
+	}
+	if _, ok := l.entries[e.Name]; !ok {
+		l.names = nil
 	}
 	l.entries[e.Name] = e
 }
@@ -90,6 +110,7 @@ func (l *Listing) Add(e DirEntry) {
 func (l *Listing) Remove(name string) {
 	l.mu.Lock()
 	delete(l.entries, name)
+	l.names = nil
 	l.mu.Unlock()
 }
 

@@ -35,6 +35,9 @@ type Config struct {
 	// Passthrough is auto, on or off: whether opens of wholly cached files
 	// hand the kernel the cache file (FUSE passthrough, Linux 6.9+).
 	Passthrough string
+	// DirReadahead: when a process reads the files of a directory one
+	// after the other, fetch the next ones before it opens them.
+	DirReadahead bool
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -86,6 +89,7 @@ func Defaults() Config {
 		FillRandomUpTo:  8 << 30,
 		MemoryLimit:     96 << 20,
 		Passthrough:     "auto",
+		DirReadahead:    true,
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 		StageInputs:     StageAuto,

@@ -20,7 +20,9 @@ import (
 // with each open the prediction foresaw, up to faMaxWindow, as
 // sequential readahead does inside a file; an open it did not foresee in
 // a stream's directory collapses the stream: its predictions not opened
-// yet are dropped and the window starts again from zero.
+// yet are dropped and the window starts again from zero. A process that
+// opens the next file another process's stream expects (the next batch
+// of xargs, a reader restarted) takes that stream over, window and all.
 //
 // Bounds: a predicted file up to faFileMax is fetched whole, a larger
 // one its first block only; the bytes predicted and not opened yet stay
@@ -41,7 +43,7 @@ const (
 	faBudget        = 256 << 20
 	faStreamsPerPid = 4
 	faMaxPids       = 1024
-	faIdle          = 30 * time.Second
+	faIdle          = 10 * time.Second
 	faMaxEntries    = 100000
 	// faSteps bounds the names one open looks at to match and to
 	// predict (directories full of subdirectories, hidden names).
@@ -56,6 +58,7 @@ type fileAhead struct {
 
 	mu      sync.Mutex
 	pids    map[uint32][]*faStream // streams by process; guarded by mu
+	byPos   map[walkPos]*faStream  // the stream each pending prediction is of; guarded by mu
 	dirs    map[string]int64       // predicted bytes not opened yet, by directory; guarded by mu
 	bytes   int64                  // their sum; guarded by mu
 	swept   time.Time              // last sweep of idle streams; guarded by mu
@@ -64,6 +67,7 @@ type fileAhead struct {
 
 // faStream is one run of opens of one process.
 type faStream struct {
+	pid     uint32       // the process it follows
 	at      walkPos      // the file it opened last
 	window  int          // files to keep predicted ahead; 0 until confirmed
 	pending []*faPredict // predicted, not opened yet, in walk order
@@ -78,7 +82,7 @@ type faPredict struct {
 }
 
 func newFileAhead(on bool, blocks *block.Cache) *fileAhead {
-	fa := &fileAhead{pids: map[uint32][]*faStream{}, dirs: map[string]int64{}}
+	fa := &fileAhead{pids: map[uint32][]*faStream{}, byPos: map[walkPos]*faStream{}, dirs: map[string]int64{}}
 	if on && blocks != nil {
 		fa.budget = min(faBudget, blocks.Config().MaxBytes/8)
 	}
@@ -93,7 +97,7 @@ func (fa *fileAhead) stop() {
 	fa.stopped = true
 	for pid, ss := range fa.pids {
 		for _, s := range ss {
-			fa.dropLocked(s.pending)
+			fa.dropLocked(s, s.pending)
 		}
 		delete(fa.pids, pid)
 	}
@@ -127,6 +131,9 @@ func (fs *FS) noteOpen(ctx context.Context, l Loc) {
 			break
 		}
 	}
+	if s == nil {
+		s = fa.adopt(pid, pos)
+	}
 	if s != nil {
 		s.window = min(faMaxWindow, max(faFirstWindow, 2*s.window))
 	} else {
@@ -141,31 +148,78 @@ func (fs *FS) noteOpen(ctx context.Context, l Loc) {
 // the budget), or the file after the one it opened last.
 func (fs *FS) foresaw(s *faStream, pos walkPos) bool {
 	fa := fs.fahead
-	for i, p := range s.pending {
-		if p.pos == pos {
-			fa.dropLocked(s.pending[:i])
-			fa.releaseLocked(p)
-			s.pending = s.pending[i+1:]
-			return true
-		}
+	if fa.byPos[pos] == s {
+		fa.openedLocked(s, pos)
+		return true
 	}
 	steps := faSteps
 	next, _, st, _ := fs.nextFile(s.at, &steps)
 	return st == walkFile && next == pos
 }
 
+// openedLocked takes the pending prediction of pos (which s has) out of
+// s: those before it were skipped and are dropped; its own bytes leave
+// the budget.
+func (fa *fileAhead) openedLocked(s *faStream, pos walkPos) {
+	for i, p := range s.pending {
+		if p.pos == pos {
+			fa.dropLocked(s, s.pending[:i])
+			fa.releaseLocked(s, p)
+			s.pending = s.pending[i+1:]
+			return
+		}
+	}
+}
+
+// adopt hands pid the stream of another process whose next expected
+// file is pos (its first pending prediction): the process that read the
+// files before pos has moved on or ended. nil when there is none.
+func (fa *fileAhead) adopt(pid uint32, pos walkPos) *faStream {
+	o := fa.byPos[pos]
+	if o == nil || o.pid == pid || len(o.pending) == 0 || o.pending[0].pos != pos {
+		return nil
+	}
+	old := fa.pids[o.pid]
+	for i, c := range old {
+		if c == o {
+			old = append(old[:i:i], old[i+1:]...)
+			break
+		}
+	}
+	if len(old) == 0 {
+		delete(fa.pids, o.pid)
+	} else {
+		fa.pids[o.pid] = old
+	}
+	fa.makeRoomLocked(pid)
+	o.pid = pid
+	fa.pids[pid] = append(fa.pids[pid], o)
+	fa.openedLocked(o, pos)
+	return o
+}
+
 // streamFor returns the stream an unforeseen open of pos by pid
 // restarts: the process's stream in pos's directory (collapsed), else a
 // new one (the process's least recently used stream makes room).
 func (fa *fileAhead) streamFor(pid uint32, pos walkPos) *faStream {
-	ss := fa.pids[pid]
-	for _, c := range ss {
+	for _, c := range fa.pids[pid] {
 		if c.at.dir == pos.dir {
-			fa.dropLocked(c.pending)
+			fa.dropLocked(c, c.pending)
 			c.pending, c.window = nil, 0
 			return c
 		}
 	}
+	fa.makeRoomLocked(pid)
+	s := &faStream{pid: pid}
+	fa.pids[pid] = append(fa.pids[pid], s)
+	return s
+}
+
+// makeRoomLocked makes room for one more stream of pid: its least
+// recently used one goes when it has faStreamsPerPid, every stream when
+// faMaxPids processes have some.
+func (fa *fileAhead) makeRoomLocked(pid uint32) {
+	ss := fa.pids[pid]
 	if len(ss) >= faStreamsPerPid {
 		lru := 0
 		for i, c := range ss {
@@ -173,15 +227,12 @@ func (fa *fileAhead) streamFor(pid uint32, pos walkPos) *faStream {
 				lru = i
 			}
 		}
-		fa.dropLocked(ss[lru].pending)
-		ss = append(ss[:lru], ss[lru+1:]...)
+		fa.dropLocked(ss[lru], ss[lru].pending)
+		fa.pids[pid] = append(ss[:lru:lru], ss[lru+1:]...)
 	}
-	if len(fa.pids) >= faMaxPids && ss == nil {
+	if len(fa.pids) >= faMaxPids && fa.pids[pid] == nil {
 		fa.sweepLocked(time.Time{}) // drop every stream
 	}
-	s := &faStream{}
-	fa.pids[pid] = append(ss, s)
-	return s
 }
 
 // predictLocked tops s up to its window: the next files of the walk
@@ -230,6 +281,7 @@ func (fs *FS) predictLocked(s *faStream) {
 		fa.bytes += n
 		fa.dirs[dk] += n
 		s.pending = append(s.pending, &faPredict{pos: pos, bytes: n, p: p})
+		fa.byPos[pos] = s
 	}
 }
 
@@ -249,16 +301,21 @@ func (fs *FS) listForWalk(ctx context.Context, l Loc) {
 	_, _ = fs.tryListing(ctx, l) // a failure only ends the walk there
 }
 
-// dropLocked cancels predictions and returns their bytes to the budgets.
-func (fa *fileAhead) dropLocked(ps []*faPredict) {
+// dropLocked cancels predictions of s and returns their bytes to the
+// budgets.
+func (fa *fileAhead) dropLocked(s *faStream, ps []*faPredict) {
 	for _, p := range ps {
 		p.p.Cancel()
-		fa.releaseLocked(p)
+		fa.releaseLocked(s, p)
 	}
 }
 
-// releaseLocked returns p's bytes to the budgets.
-func (fa *fileAhead) releaseLocked(p *faPredict) {
+// releaseLocked returns the bytes of p, a prediction of s, to the
+// budgets.
+func (fa *fileAhead) releaseLocked(s *faStream, p *faPredict) {
+	if fa.byPos[p.pos] == s {
+		delete(fa.byPos, p.pos)
+	}
 	fa.bytes -= p.bytes
 	dk := p.pos.dir.cacheKey()
 	if fa.dirs[dk] -= p.bytes; fa.dirs[dk] <= 0 {
@@ -277,7 +334,7 @@ func (fa *fileAhead) sweepLocked(now time.Time) {
 		kept := ss[:0]
 		for _, s := range ss {
 			if now.IsZero() || now.Sub(s.used) > faIdle {
-				fa.dropLocked(s.pending)
+				fa.dropLocked(s, s.pending)
 				continue
 			}
 			kept = append(kept, s)

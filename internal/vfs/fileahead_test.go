@@ -109,7 +109,8 @@ func TestDirReadaheadPredicts(t *testing.T) {
 		name  string
 		files []string // keys, in the order the process opens them
 		size  func(key string) int
-		dirs  []string // listed first (as find does)
+		dirs  []string           // listed first (as find does)
+		pid   func(i int) uint32 // the process opening files[i]; nil: one process
 		// ahead: after opening files[i] (i >= 2), files[i+1] is fetched
 		// up to this many bytes before it is opened.
 		ahead func(size int) int64
@@ -127,6 +128,14 @@ func TestDirReadaheadPredicts(t *testing.T) {
 				names("t/m/n/c%02d", 3)...), names("t/z%02d", 5)...),
 			size:  func(string) int { return 3000 },
 			dirs:  []string{"t", "t/m", "t/m/n"},
+			ahead: func(size int) int64 { return int64(size) },
+		},
+		{
+			name:  "batches of processes (xargs -n 20)",
+			files: names("x/f%03d", 60),
+			size:  func(string) int { return 1000 },
+			dirs:  []string{"x"},
+			pid:   func(i int) uint32 { return uint32(100 + i/20) },
 			ahead: func(size int) int64 { return int64(size) },
 		},
 		{
@@ -151,7 +160,11 @@ func TestDirReadaheadPredicts(t *testing.T) {
 				if i > 2 {
 					e.waitCached(k, tt.ahead(tt.size(k)))
 				}
-				read += e.cat(7, "s3/bkt/"+k)
+				pid := uint32(7)
+				if tt.pid != nil {
+					pid = tt.pid(i)
+				}
+				read += e.cat(pid, "s3/bkt/"+k)
 			}
 			st := e.bc.SettlePredictions()
 			if st.PredictedBytes == 0 || st.WastedBytes != 0 || st.PredictedBytes > read {

@@ -72,6 +72,9 @@ func (fs *FS) Mknod(ctx context.Context, p string, mode, rdev uint32) error {
 	if l.Key == "" {
 		return syscall.EPERM
 	}
+	if err := refuseHidden(l); err != nil {
+		return err
+	}
 	if _, err := fs.getattr(ctx, l); err == nil {
 		return syscall.EEXIST
 	} else if !errIs(err, syscall.ENOENT) && !errIs(err, objstore.ErrNotFound) {

@@ -184,6 +184,9 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	if l.Key == "" {
 		return nil, syscall.EISDIR
 	}
+	if err := refuseHidden(l); err != nil {
+		return nil, err
+	}
 	if fl.Excl {
 		if _, err := fs.getattr(ctx, l); err == nil {
 			return nil, syscall.EEXIST

@@ -67,11 +67,15 @@ type FS struct {
 	deps Deps
 	log  *slog.Logger
 
-	mu      sync.Mutex             // guards buckets, seen, misses and odd
+	mu      sync.Mutex             // guards buckets, seen, misses, odd, shadowed and dirObjs; a leaf lock
 	buckets map[string]bucketState // "s3/b" -> existence; guarded by mu
 	seen    map[string]string      // "s3/b/k" -> last version opened; guarded by mu
 	misses  map[string]missCount   // dir -> lookups without a listing; guarded by mu
 	odd     map[string]struct{}    // keys skipped by listings, logged once; guarded by mu
+	// shadowed: directories that are objects too; dirObjs: those whose
+	// object is a directory object (layout.go). Guarded by mu.
+	shadowed map[string]struct{}
+	dirObjs  map[string]struct{}
 
 	// hmu guards open: the open handles by the name of their file
 	// (Loc.cacheKey), see handles.go. Lock order: hmu, then Handle.mu.
@@ -118,6 +122,7 @@ func New(opts Options, deps Deps) *FS {
 		opts.Uid, opts.Gid = uint32(os.Getuid()), uint32(os.Getgid())
 	}
 	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(), fahead: newFileAhead(opts.DirReadahead, deps.Blocks),
+		shadowed: map[string]struct{}{}, dirObjs: map[string]struct{}{},
 		start: time.Now(), dirs: map[string]*dirState{}, mflight: map[string]chan struct{}{}, known: map[string]knownMeta{}}
 }
 

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/ferry-fs/ferry/internal/cache/meta"
 )
@@ -110,12 +109,3 @@ func (fs *FS) listedForWalk(dir Loc) (*meta.Listing, bool) {
 	}
 	return ls, true
 }
-
-// hiddenName reports whether a listed name is never shown: the markers
-// other tools leave beside a directory (Hadoop's "d_$folder$").
-func hiddenName(name string) bool {
-	return strings.HasSuffix(name, folderSuffix)
-}
-
-// folderSuffix ends the name of a Hadoop (s3n, EMRFS) directory marker.
-const folderSuffix = "_$folder$"

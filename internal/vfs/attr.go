@@ -384,6 +384,14 @@ func (fs *FS) statFile(ctx context.Context, l Loc) (Attr, error) {
 func (fs *FS) dirObjectAttr(ctx context.Context, l Loc) (Attr, error) {
 	fs.noteShadowed(l, true)
 	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
+	// A listing without metadata (S3) showed it as a file: readdir shows
+	// a directory from now on.
+	par, name := l.parent()
+	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+		if e, found := ls.Has(name); found && e.Kind != meta.KindDir {
+			ls.Add(meta.DirEntry{Name: name, Kind: meta.KindDir})
+		}
+	}
 	return fs.dirAttrOf(ctx, l)
 }
 

@@ -44,11 +44,14 @@ const (
 	faStreamsPerPid = 4
 	faMaxPids       = 1024
 	faIdle          = 10 * time.Second
-	faMaxEntries    = 100000
 	// faSteps bounds the names one open looks at to match and to
 	// predict (directories full of subdirectories, hidden names).
 	faSteps = 4 * faMaxWindow
 )
+
+// faMaxEntries: a listing of more names is not predicted in (a variable
+// for tests).
+var faMaxEntries = 100000
 
 // fileAhead is the directory readahead of one FS. mu is taken before the
 // listing, write-back, block-cache and dirAhead locks and is never held

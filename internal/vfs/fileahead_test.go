@@ -309,6 +309,24 @@ func TestDirReadaheadBounds(t *testing.T) {
 			check: func(t *testing.T, e *faEnv, read int64, st block.PredictStats) {},
 		},
 		{
+			name: "a directory of more names than faMaxEntries",
+			on:   true,
+			run: func(e *faEnv) int64 {
+				defer func(n int) { faMaxEntries = n }(faMaxEntries)
+				faMaxEntries = 499
+				var read int64
+				for i := range 20 {
+					read += e.cat(3, fmt.Sprintf("s3/bkt/d/f%03d", i))
+				}
+				return read
+			},
+			check: func(t *testing.T, e *faEnv, read int64, st block.PredictStats) {
+				if st.Files != 0 {
+					t.Errorf("%d files predicted in a directory over the limit", st.Files)
+				}
+			},
+		},
+		{
 			name: "off",
 			on:   false,
 			run: func(e *faEnv) int64 {

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,27 @@ func TestListingPatch(t *testing.T) {
 	for i := range want {
 		if got[i].Name != want[i].Name || got[i].Kind != want[i].Kind {
 			t.Fatalf("entries %v, want %v", got, want)
+		}
+	}
+}
+
+// TestListingNames: the sorted names follow adds and removes.
+func TestListingNames(t *testing.T) {
+	l := NewListing([]DirEntry{{Name: "b", Kind: KindFile}, {Name: "a", Kind: KindDir}}, time.Now().Add(time.Minute))
+	steps := []struct {
+		change func()
+		want   string
+	}{
+		{func() {}, "a b"},
+		{func() { l.Add(DirEntry{Name: "c", Kind: KindFile}) }, "a b c"},
+		{func() { l.Add(DirEntry{Name: "b", Kind: KindDir}) }, "a b c"},
+		{func() { l.Remove("a") }, "b c"},
+		{func() { l.Add(DirEntry{Name: "0", Kind: KindFile}) }, "0 b c"},
+	}
+	for i, s := range steps {
+		s.change()
+		if got := strings.Join(l.Names(), " "); got != s.want {
+			t.Errorf("step %d: names %q, want %q", i, got, s.want)
 		}
 	}
 }

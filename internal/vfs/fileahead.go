@@ -13,8 +13,9 @@ import (
 // after the other (cat of a directory, find -exec cat, a Zarr reader
 // opening chunk files in key order, MultiQC walking logs) pays a round
 // trip per file. Each process's opens are followed as streams through
-// the walk order of walk.go; once a process opens the file that follows
-// the one it opened before, ferry fetches the next files of the walk
+// the walk order of walk.go (names sorted, or in natural order: a stream
+// follows the order its opens take); once a process opens the file that
+// follows the one it opened before, ferry fetches the next files of the walk
 // into the block cache (Cache.Predict) before they are opened. The
 // window (files predicted ahead) starts at faFirstWindow and doubles
 // with each open the prediction foresaw, up to faMaxWindow, as
@@ -71,6 +72,7 @@ type fileAhead struct {
 // faStream is one run of opens of one process.
 type faStream struct {
 	pid     uint32       // the process it follows
+	nat     bool         // it walks names in natural order (walk.go)
 	at      walkPos      // the file it opened last
 	window  int          // files to keep predicted ahead; 0 until confirmed
 	pending []*faPredict // predicted, not opened yet, in walk order
@@ -156,8 +158,18 @@ func (fs *FS) foresaw(s *faStream, pos walkPos) bool {
 		return true
 	}
 	steps := faSteps
-	next, _, st, _ := fs.nextFile(s.at, &steps)
-	return st == walkFile && next == pos
+	if next, _, st, _ := fs.nextFile(s.at, &steps, s.nat); st == walkFile && next == pos {
+		return true
+	}
+	// The other order: the stream follows it from now on, and its
+	// predictions in the order it left are dropped.
+	steps = faSteps
+	if next, _, st, _ := fs.nextFile(s.at, &steps, !s.nat); st == walkFile && next == pos {
+		fa.dropLocked(s, s.pending)
+		s.pending, s.nat = nil, !s.nat
+		return true
+	}
+	return false
 }
 
 // openedLocked takes the pending prediction of pos (which s has) out of
@@ -252,7 +264,7 @@ func (fs *FS) predictLocked(s *faStream) {
 	bs := fs.deps.Blocks.Config().BlockSize
 	steps := faSteps
 	for len(s.pending) < s.window {
-		pos, e, st, need := fs.nextFile(from, &steps)
+		pos, e, st, need := fs.nextFile(from, &steps, s.nat)
 		if st == walkUnlist {
 			fs.ahead.start(need, fs.listForWalk)
 		}

@@ -139,6 +139,13 @@ func TestDirReadaheadPredicts(t *testing.T) {
 			ahead: func(size int) int64 { return int64(size) },
 		},
 		{
+			name:  "numbered files in natural order",
+			files: names("n/c%d", 30),
+			size:  func(string) int { return 2000 },
+			dirs:  []string{"n"},
+			ahead: func(size int) int64 { return int64(size) },
+		},
+		{
 			name:  "large files get their first block",
 			files: names("big/g%02d", 6),
 			size:  func(string) int { return faFileMax + 5000 },

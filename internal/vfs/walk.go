@@ -9,7 +9,9 @@ import (
 // The order directory readahead (fileahead.go) predicts in: the regular
 // files of a tree in find order, depth first, each directory's names
 // sorted as readdir returns them (and as `ls`, a shell glob and a sorted
-// key listing give them). It walks cached listings only: a directory
+// key listing give them), or in natural order (meta.NaturalLess: "c2"
+// before "c10", as a loop over chunk numbers opens them). It walks cached
+// listings only: a directory
 // whose listing is not cached ends the walk (the caller may list it in
 // the background), and so does one of more than faMaxEntries names.
 
@@ -36,22 +38,30 @@ const (
 	walkUnlist                 // a directory on the way is not listed (need)
 )
 
-// nextFile returns the first regular file after pos in the walk (files
-// written through this mount and not listed since left out), looking
+// nextFile returns the first regular file after pos in the walk, each
+// directory's names in natural order when nat (files written through
+// this mount and not listed since left out), looking
 // at no more than *steps names (it decrements *steps). A directory on
 // the way whose listing is not cached stops it with walkUnlist and that
 // directory. It climbs out of a directory at its end only into a parent
 // whose listing is cached (a walker listed it) and never above the
 // bucket.
-func (fs *FS) nextFile(pos walkPos, steps *int) (walkPos, meta.DirEntry, walkStep, Loc) {
+func (fs *FS) nextFile(pos walkPos, steps *int, nat bool) (walkPos, meta.DirEntry, walkStep, Loc) {
 	dir, after := pos.dir, pos.name
 	for {
 		ls, ok := fs.listedForWalk(dir)
 		if !ok {
 			return walkPos{}, meta.DirEntry{}, walkUnlist, dir
 		}
-		names := ls.Names()
-		i := sort.SearchStrings(names, after)
+		var names []string
+		var i int
+		if nat {
+			names = ls.NaturalNames()
+			i = sort.Search(len(names), func(k int) bool { return !meta.NaturalLess(names[k], after) })
+		} else {
+			names = ls.Names()
+			i = sort.SearchStrings(names, after)
+		}
 		if i < len(names) && names[i] == after && after != "" {
 			i++
 		}

@@ -115,3 +115,21 @@ func TestListingNames(t *testing.T) {
 		}
 	}
 }
+
+func TestNaturalLess(t *testing.T) {
+	sorted := []string{"", "0", "0.0", "0.1", "0.2", "0.9", "0.10", "0.11", "1", "1.0", "2", "10", "a", "a1", "a01x", "a1x", "a2", "a10", "ab", "b"}
+	for i := range sorted {
+		for j := range sorted {
+			if got, want := NaturalLess(sorted[i], sorted[j]), i < j; got != want {
+				t.Errorf("NaturalLess(%q, %q) = %v, want %v", sorted[i], sorted[j], got, want)
+			}
+		}
+	}
+	l := NewListing([]DirEntry{{Name: "c10"}, {Name: "c2"}, {Name: "c1"}}, time.Now().Add(time.Minute))
+	if got := strings.Join(l.NaturalNames(), " "); got != "c1 c2 c10" {
+		t.Errorf("NaturalNames = %q", got)
+	}
+	if got := strings.Join(l.Names(), " "); got != "c1 c10 c2" {
+		t.Errorf("Names = %q", got)
+	}
+}

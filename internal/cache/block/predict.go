@@ -34,7 +34,7 @@ const (
 	predictRetire = 2 * time.Minute
 	// maxPredicted bounds the ledger (objects predicted and not yet read
 	// whole); the oldest entry retires when it is full.
-	maxPredicted = 1 << 16
+	maxPredicted = 1 << 14
 )
 
 // PredictStats counts what directory readahead did. Byte counts are

@@ -139,9 +139,17 @@ func (fs *FS) noteOpen(ctx context.Context, l Loc) {
 	if s == nil {
 		s = fa.adopt(pid, pos)
 	}
-	if s != nil {
+	switch {
+	case s != nil:
 		s.window = min(faMaxWindow, max(faFirstWindow, 2*s.window))
-	} else {
+	case fa.byPos[pos] != nil:
+		// Another process's stream foresaw this open (the next batch of
+		// xargs while the one before still runs): a stream of its own,
+		// confirmed at once.
+		fa.takeLocked(fa.byPos[pos], pos)
+		s = fa.streamFor(pid, pos)
+		s.window = faFirstWindow
+	default:
 		s = fa.streamFor(pid, pos)
 	}
 	s.at, s.used = pos, now
@@ -181,6 +189,18 @@ func (fa *fileAhead) openedLocked(s *faStream, pos walkPos) {
 			fa.dropLocked(s, s.pending[:i])
 			fa.releaseLocked(s, p)
 			s.pending = s.pending[i+1:]
+			return
+		}
+	}
+}
+
+// takeLocked takes the pending prediction of pos out of s (another
+// process opened it), leaving s's others.
+func (fa *fileAhead) takeLocked(s *faStream, pos walkPos) {
+	for i, p := range s.pending {
+		if p.pos == pos {
+			fa.releaseLocked(s, p)
+			s.pending = append(s.pending[:i:i], s.pending[i+1:]...)
 			return
 		}
 	}
@@ -289,7 +309,7 @@ func (fs *FS) predictLocked(s *faStream) {
 			return
 		}
 		ref := block.Ref{Store: st2, StoreID: l.Scheme + "/" + l.Bucket, Key: l.Key, Version: e.Info.Version, Size: e.Info.Size}
-		p := fs.deps.Blocks.Predict(ref, n)
+		p := fs.deps.Blocks.Predict(ref, n, len(s.pending)) // the nearest first
 		if p == nil {
 			return // no room in the cache
 		}

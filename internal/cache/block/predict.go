@@ -1,6 +1,7 @@
 package block
 
 import (
+	"container/heap"
 	"container/list"
 	"context"
 	"errors"
@@ -16,9 +17,11 @@ import (
 // is the vfs's.
 //
 //   - Rate: predicted fetches are queued at prioPredict, below the
-//     task's reads and their readahead and above input staging; at most
-//     three quarters of the fetch workers run predictions at once, so
-//     a demand read always finds a worker soon.
+//     task's reads and their readahead and above input staging; all
+//     fetch workers but a sixteenth may run predictions at once, so a
+//     demand read finds a worker at once. Waiting predictions run
+//     nearest first (the rank the caller gives: how far ahead of the
+//     task's reads the object is), then oldest first.
 //   - Room: nothing is predicted while the cache's file system is below
 //     its free-space floor (Config.MinFreeBytes).
 //   - Accounting, per cache block, as for input staging: predicted =
@@ -60,7 +63,9 @@ type Prediction struct {
 	limit  int64 // blocks [0, limit) are fetched
 	ctx    context.Context
 	cancel context.CancelFunc
-	el     *list.Element // in predictor.queue until started; guarded by predictor.mu
+	rank   int    // queue order: lower first
+	seq    uint64 // queue order among equal ranks: older first
+	idx    int    // index in predictor.queue; -1 once started or dropped; guarded by predictor.mu
 }
 
 // Cancel drops the prediction: not started, it never runs; running, its
@@ -72,9 +77,8 @@ func (p *Prediction) Cancel() {
 	}
 	pr := &p.c.pred
 	pr.mu.Lock()
-	if p.el != nil {
-		pr.queue.Remove(p.el)
-		p.el = nil
+	if p.idx >= 0 {
+		heap.Remove(&pr.queue, p.idx)
 	}
 	pr.mu.Unlock()
 	p.cancel()
@@ -90,7 +94,8 @@ type predictor struct {
 	// held during I/O. Lock order: mu, then Cache.mu (Predict); Cache.mu
 	// is never held while taking mu.
 	mu      sync.Mutex
-	queue   list.List // of *Prediction not started, oldest first
+	queue   predQueue // Predictions not started
+	seq     uint64    // Predictions made
 	running int       // predictLoop goroutines
 	ledger  map[stageKey]*predFile
 	order   list.List // of *predFile, oldest first
@@ -111,9 +116,11 @@ type predFile struct {
 
 func (f *predFile) blockLen(i int64) int64 { return min(f.bs, f.k.size-i*f.bs) }
 
-// predictParallel is how many predictions run at once: three quarters
-// of the fetch workers, at least one.
-func (c *Cache) predictParallel() int { return max(1, c.nworkers-c.nworkers/4) }
+// predictParallel is how many predictions run at once: every fetch
+// worker but a sixteenth of them (at least one), which stay free for
+// the task's reads (queued first anyway). Small objects are fetched at
+// the rate of GETs in flight, not of bandwidth.
+func (c *Cache) predictParallel() int { return max(1, c.nworkers-max(1, c.nworkers/16)) }
 
 // Predict starts fetching the first upto bytes of ref (whole blocks) in
 // the background at directory-readahead priority and returns the
@@ -121,13 +128,13 @@ func (c *Cache) predictParallel() int { return max(1, c.nworkers-c.nworkers/4) }
 // object empty, or its file system below the free-space floor. A
 // failure of the fetch (the object deleted or changed since it was
 // listed) is not reported: the task's own open sees the store as it is.
-func (c *Cache) Predict(ref Ref, upto int64) *Prediction {
+func (c *Cache) Predict(ref Ref, upto int64, rank int) *Prediction {
 	if ref.Size <= 0 || upto <= 0 || c.ctx.Err() != nil || c.st.free.Load() < c.cfg.MinFreeBytes {
 		return nil
 	}
 	o := c.object(ref)
 	ctx, cancel := context.WithCancel(c.ctx)
-	p := &Prediction{c: c, o: o, limit: min(o.nblocks, (upto+o.bs-1)/o.bs), ctx: ctx, cancel: cancel}
+	p := &Prediction{c: c, o: o, limit: min(o.nblocks, (upto+o.bs-1)/o.bs), ctx: ctx, cancel: cancel, rank: rank, idx: -1}
 	pr := &c.pred
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -146,7 +153,38 @@ func (c *Cache) Predict(ref Ref, upto int64) *Prediction {
 		pr.running++
 		go c.predictLoop() // owner: c (wg); returns when the queue is empty or c closes
 	}
-	p.el = pr.queue.PushBack(p)
+	pr.seq++
+	p.seq = pr.seq
+	heap.Push(&pr.queue, p)
+	return p
+}
+
+// predQueue is a heap of the Predictions not started, by rank then age
+// (container/heap; predictor.mu guards it).
+type predQueue []*Prediction
+
+func (q predQueue) Len() int { return len(q) }
+func (q predQueue) Less(i, j int) bool {
+	if q[i].rank != q[j].rank {
+		return q[i].rank < q[j].rank
+	}
+	return q[i].seq < q[j].seq
+}
+func (q predQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].idx, q[j].idx = i, j
+}
+func (q *predQueue) Push(x any) {
+	p := x.(*Prediction)
+	p.idx = len(*q)
+	*q = append(*q, p)
+}
+func (q *predQueue) Pop() any {
+	old := *q
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	p.idx = -1
+	*q = old[:len(old)-1]
 	return p
 }
 
@@ -156,14 +194,12 @@ func (c *Cache) predictLoop() {
 	pr := &c.pred
 	for {
 		pr.mu.Lock()
-		e := pr.queue.Front()
-		if e == nil || c.ctx.Err() != nil {
+		if pr.queue.Len() == 0 || c.ctx.Err() != nil {
 			pr.running--
 			pr.mu.Unlock()
 			return
 		}
-		p := pr.queue.Remove(e).(*Prediction)
-		p.el = nil
+		p := heap.Pop(&pr.queue).(*Prediction)
 		pr.mu.Unlock()
 		c.runPrediction(p)
 	}

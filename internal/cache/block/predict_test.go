@@ -3,6 +3,7 @@ package block
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestPredict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, tt.size, Config{BlockSize: bs})
-			p := f.cache.Predict(f.ref, tt.upto)
+			p := f.cache.Predict(f.ref, tt.upto, 0)
 			if p == nil {
 				t.Fatal("Predict returned nil")
 			}
@@ -96,7 +97,7 @@ func TestPredictSkips(t *testing.T) {
 			prepare: func(f *fixture) Ref {
 				f.store.delay = 200 * time.Millisecond // the first predictions keep the workers busy
 				for i := range 3 * f.cache.predictParallel() {
-					f.cache.Predict(f.put(fmt.Sprintf("o%d", i), []byte("x")), 1)
+					f.cache.Predict(f.put(fmt.Sprintf("o%d", i), []byte("x")), 1, 0)
 				}
 				f.store.reset()
 				return f.ref
@@ -106,7 +107,7 @@ func TestPredictSkips(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, 100_000, tt.cfg)
 			ref := tt.prepare(f)
-			p := f.cache.Predict(ref, ref.Size)
+			p := f.cache.Predict(ref, ref.Size, 0)
 			if (p == nil) != tt.wantNil {
 				t.Fatalf("Predict = %v, want nil %v", p, tt.wantNil)
 			}
@@ -143,7 +144,7 @@ func TestPredictParallel(t *testing.T) {
 	f := newFixture(t, 1000, Config{MaxConcurrency: 8})
 	f.store.delay = 50 * time.Millisecond
 	for i := range 40 {
-		f.cache.Predict(f.put(fmt.Sprintf("p%02d", i), []byte("predicted")), 100)
+		f.cache.Predict(f.put(fmt.Sprintf("p%02d", i), []byte("predicted")), 100, 0)
 	}
 	r := f.cache.Open(f.ref)
 	f.readAll(r, 4096, f.data) // a demand read among them
@@ -183,5 +184,37 @@ func TestSmallObjectOneGET(t *testing.T) {
 				t.Errorf("%d GETs (%v), want %d", reads, f.store.ranges, tt.reads)
 			}
 		})
+	}
+}
+
+// TestPredictOrder: waiting predictions run nearest first (by rank),
+// then oldest first.
+func TestPredictOrder(t *testing.T) {
+	f := newFixture(t, 10, Config{MaxConcurrency: 1})
+	gate := make(chan struct{})
+	first := f.put("first", []byte("x"))
+	f.store.delay = 0
+	// One worker: the first prediction holds it while the others queue.
+	block := &gatedStore{Store: f.store, release: gate, gates: map[string]int64{"first": 0}}
+	first.Store = block
+	f.cache.Predict(first, 1, 0)
+	waitFor(t, "the first GET", func() bool { return len(block.log()) == 1 })
+	want := []string{"r0a", "r0b", "r1", "r2"}
+	for _, k := range []struct {
+		key  string
+		rank int
+	}{{"r2", 2}, {"r0a", 0}, {"r1", 1}, {"r0b", 0}} {
+		ref := f.put(k.key, []byte("y"))
+		ref.Store = block
+		f.cache.Predict(ref, 1, k.rank)
+	}
+	close(gate)
+	waitFor(t, "every prediction", func() bool { return len(block.log()) == 5 })
+	var got []string
+	for _, g := range block.log()[1:] {
+		got = append(got, g[:strings.IndexByte(g, '@')])
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
 	}
 }

@@ -23,7 +23,9 @@ import (
 // a stream's directory collapses the stream: its predictions not opened
 // yet are dropped and the window starts again from zero. A process that
 // opens the next file another process's stream expects (the next batch
-// of xargs, a reader restarted) takes that stream over, window and all.
+// of xargs, a reader restarted) takes that stream over, window and all;
+// one that opens a file another stream predicted further ahead starts a
+// stream of its own, confirmed at once.
 //
 // Bounds: a predicted file up to faFileMax is fetched whole, a larger
 // one its first block only; the bytes predicted and not opened yet stay

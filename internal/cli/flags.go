@@ -209,7 +209,44 @@ var flagDefs = []flagDef{
 			return intFlag(func(c *config.Config) *int { return &c.MaxMountRetries })
 		}),
 	stageInputsFlag,
+	dirReadaheadFlag,
 }
+
+// dirReadaheadFlag is --dir-readahead[=on|off].
+var dirReadaheadFlag = flagDef{
+	name:        "dir-readahead",
+	env:         []string{"FERRY_DIR_READAHEAD"},
+	usage:       "on or off: when a process reads the files of a directory one after the other, fetch the next ones into the cache before it opens them",
+	noOptDefVal: "on",
+	bind: func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+		fs.Var(&onOffValue{p: &c.DirReadahead}, name, usage)
+	},
+	fromEnv: func(c *config.Config, v string) error {
+		return (&onOffValue{p: &c.DirReadahead}).Set(v)
+	},
+}
+
+// onOffValue is an on/off flag value (the usual booleans accepted).
+type onOffValue struct{ p *bool }
+
+func (s *onOffValue) String() string {
+	if s.p != nil && *s.p {
+		return "on"
+	}
+	return "off"
+}
+func (s *onOffValue) Set(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "true", "1", "yes":
+		*s.p = true
+	case "off", "false", "0", "no":
+		*s.p = false
+	default:
+		return fmt.Errorf("%q is not one of on, off", v)
+	}
+	return nil
+}
+func (s *onOffValue) Type() string { return "on|off" }
 
 // stageInputsFlag is --stage-inputs[=auto|on|off].
 var stageInputsFlag = flagDef{

@@ -43,6 +43,9 @@ type Config struct {
 	// to every process (a mapping made before the file is whole reads
 	// zeros where it is not cached).
 	ColdPassthrough string
+	// DirReadahead: when a process reads the files of a directory one
+	// after the other, fetch the next ones before it opens them.
+	DirReadahead bool
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -95,6 +98,7 @@ func Defaults() Config {
 		MemoryLimit:     96 << 20,
 		Passthrough:     "auto",
 		ColdPassthrough: "auto",
+		DirReadahead:    true,
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 		StageInputs:     StageAuto,

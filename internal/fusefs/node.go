@@ -52,11 +52,12 @@ var (
 	_ fs.NodeMknoder    = (*node)(nil)
 )
 
-// withCaller returns ctx carrying the calling process's user and group
-// for vfs (the owner of what it creates).
+// withCaller returns ctx carrying the calling process's user, group and
+// pid for vfs (the owner of what it creates; whose opens predict its next
+// ones).
 func withCaller(ctx context.Context) context.Context {
 	if c, ok := fuse.FromContext(ctx); ok {
-		return vfs.WithCaller(ctx, vfs.Caller{Uid: c.Uid, Gid: c.Gid})
+		return vfs.WithCaller(ctx, vfs.Caller{Uid: c.Uid, Gid: c.Gid, Pid: c.Pid})
 	}
 	return ctx
 }
@@ -263,7 +264,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFla
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	h, err := n.v.Open(ctx, p, vfs.FlagsFrom(flags))
+	h, err := n.v.Open(withCaller(ctx), p, vfs.FlagsFrom(flags))
 	if err != nil {
 		return nil, 0, vfs.Errno(err)
 	}

@@ -130,9 +130,10 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 		return nil, fmt.Errorf("write-back journal: %w", err)
 	}
 	s.obs.attach(s.blocks, s.wb)
+	s.obs.dirReadahead = cfg.DirReadahead
 	// With --allow-other the kernel checks permissions against the
 	// attributes: they must be each object's own (vfs.Options.ExactAttrs).
-	s.fs = vfs.New(vfs.Options{ExactAttrs: cfg.AllowOther}, vfs.Deps{
+	s.fs = vfs.New(vfs.Options{ExactAttrs: cfg.AllowOther, DirReadahead: cfg.DirReadahead}, vfs.Deps{
 		Resolve: s.stores.resolve, Writeback: s.wb, Blocks: s.blocks, Meta: s.meta, Logger: log,
 	})
 	return s, nil

@@ -126,6 +126,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 	if err != nil {
 		return nil, err
 	}
+	fs.noteOpen(ctx, l) // directory readahead: the files it will open next
 	fs.mu.Lock()
 	keep := fs.seen[l.cacheKey()] == info.Version
 	fs.seen[l.cacheKey()] = info.Version
@@ -186,6 +187,9 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	}
 	if l.Key == "" {
 		return nil, syscall.EISDIR
+	}
+	if err := refuseHidden(l); err != nil {
+		return nil, err
 	}
 	if fl.Excl {
 		if _, err := fs.getattr(ctx, l); err == nil {

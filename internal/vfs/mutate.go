@@ -83,6 +83,9 @@ func (fs *FS) Symlink(ctx context.Context, p, target string) error {
 	if l.Key == "" {
 		return syscall.EPERM
 	}
+	if err := refuseHidden(l); err != nil {
+		return err
+	}
 	if err := writeback.ValidSymlinkTarget(target); err != nil {
 		return err
 	}
@@ -152,6 +155,9 @@ func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error
 	}
 	if src.Key == "" || dst.Key == "" {
 		return syscall.EPERM
+	}
+	if err := refuseHidden(dst); err != nil {
+		return err
 	}
 	if fl.Exchange {
 		return syscall.EINVAL
@@ -366,6 +372,9 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 		if _, err := st.Put(ctx, dp, emptyReader{}, 0, objstore.PutOptions{}); err != nil {
 			return err
 		}
+	}
+	if err := fs.dropDirObject(ctx, st, src); err != nil {
+		return err
 	}
 	fs.deps.Meta.Clear() // names below both trees changed
 	return nil

@@ -66,10 +66,15 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := min(int64(len(p)), size-off)
-	if err := r.observe(off, n); err != nil {
+	whole, err := r.observe(off, n)
+	if err != nil {
 		return 0, err
 	}
-	done, waited, err := r.read(ctx, p[:n], off)
+	end := (off+n-1)/r.o.bs + 1
+	if whole {
+		end = r.o.nblocks // a small object: one GET for all of it
+	}
+	done, waited, err := r.read(ctx, p[:n], off, end)
 	if waited {
 		r.c.st.misses.Add(1)
 	} else {
@@ -93,10 +98,10 @@ const (
 	waitFetched                 // missing: the read started the fetch (or read around the cache)
 )
 
-// read fills p from off block by block.
-func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waited bool, err error) {
+// read fills p from off block by block; a missing block is fetched with
+// the missing blocks after it up to block end.
+func (r *Reader) read(ctx context.Context, p []byte, off, end int64) (done int, waited bool, err error) {
 	o := r.o
-	end := (off+int64(len(p))-1)/o.bs + 1
 	corrupt := 0
 	for done < len(p) {
 		pos := off + int64(done)
@@ -313,13 +318,14 @@ func (r *Reader) file() *heldObj {
 	return h
 }
 
-// observe feeds a read to the sequential detector and queues what it asks.
-func (r *Reader) observe(off, n int64) error {
+// observe feeds a read to the sequential detector and queues what it
+// asks; whole says the read should fetch the whole (small) object.
+func (r *Reader) observe(off, n int64) (whole bool, err error) {
 	c := r.c
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return ErrClosed
+		return false, ErrClosed
 	}
 	before := r.det.window
 	// Readahead lands in the cache: all windows together stay within a
@@ -339,7 +345,7 @@ func (r *Reader) observe(off, n int64) error {
 	if plan.to > plan.from {
 		c.plan(r.o, plan.from, plan.to, prioReadahead, r)
 	}
-	return nil
+	return plan.whole, nil
 }
 
 // CachedFile returns an open cache file and the offset in it that hold
@@ -374,8 +380,10 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 			return nil, 0, false
 		}
 	}
-	if r.observe(off, n) != nil {
+	if whole, err := r.observe(off, n); err != nil {
 		return nil, 0, false
+	} else if whole {
+		r.c.plan(o, 0, o.nblocks, prioReadahead, r) // what is missing of a small object
 	}
 	of.touch()
 	r.c.st.hits.Add(1)
@@ -467,7 +475,7 @@ func (r *Reader) CompleteBacking(ctx context.Context) error {
 	// Fetch what is missing in parallel first (into the object's current
 	// file), then check every block of cf's file (and copy in those that
 	// landed in a newer one).
-	if err := r.c.warm(ctx, r.o, prioDemand, int64(r.c.nworkers)*r.c.partBlocks, nil); err != nil {
+	if err := r.c.warm(ctx, r.o, prioDemand, int64(r.c.nworkers)*r.c.partBlocks, r.o.nblocks, nil); err != nil {
 		return err
 	}
 	return cf.Fill(ctx, 0, r.o.ref.Size, 0)

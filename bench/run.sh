@@ -2,7 +2,8 @@
 # ferry vs peer FUSE clients vs copy-in/copy-out vs local disk, on one MinIO behind
 # toxiproxy (20 ms + 100 MB/s per connection, downstream). One entry point:
 #   bench/run.sh quick   fio seq 1 MiB / rand 4 KiB (1 job, cold/warm), 256 MiB writes,
-#                        1,000 small files, ls -lR of 10,000 keys, a small task run  (< 10 min)
+#                        1,000 small files, a scan of 2,000 small objects and a Zarr-shaped
+#                        read, ls -lR of 10,000 keys, a small task run  (< 10 min)
 #   bench/run.sh full    the suite scaled to the machine (sizes in the report) (< 60 min)
 # Writes bench/results/<date>-<mode>.{csv,md,png|svg,log}. Needs root (drop_caches, FUSE),
 # bin/ferry (make build) and the servers of `make setup`; bench/setup.sh adds s3fs, rclone
@@ -31,13 +32,15 @@ BIG_MB=1024                      # the fio object (fits the page cache and every
 if [ "$BENCH_MODE" = quick ]; then
   SEQ_RUNS=1 JOBS="1" FIO_RT=6 PATTERNS="seq:1m rand:4k" WRITE_MB=256
   SMALL_N=1000 SMALL_CAP=60 LIST_CAP=60 TREE_N=10000 TREE_PER_DIR=1000 LSR_CAP=60 STAT_CAP=15
+  SCAN_N=2000 SCAN_PER_DIR=1000 SCAN_CAP=120 ZARR_ROWS=20 ZARR_COLS=10 ZARR_SIZE=262144
   TASKS=2 TASK_COUNTS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300
 else
   SEQ_RUNS=3 JOBS="1 8 32" FIO_RT=10 PATTERNS="seq:1m seq:4k rand:4k rand:1m" WRITE_MB=1024
   SMALL_N=10000 SMALL_CAP=240 LIST_CAP=120 TREE_N=100000 TREE_PER_DIR=1000 LSR_CAP=300 STAT_CAP=60
+  SCAN_N=10000 SCAN_PER_DIR=1000 SCAN_CAP=300 ZARR_ROWS=40 ZARR_COLS=25 ZARR_SIZE=262144
   TASKS=4 TASK_COUNTS="4 8" TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
 fi
-SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each"
+SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); scan of ${SCAN_N} x 1 KiB objects (${SCAN_PER_DIR} per directory) and a Zarr-shaped read of $((ZARR_ROWS * ZARR_COLS)) chunks of $((ZARR_SIZE >> 10)) KiB (each capped at ${SCAN_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each"
 
 DATE=$(date +%F)
 RES=$ROOT/bench/results
@@ -101,6 +104,7 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   want read && { read_workloads "$c" || log "$c: read workloads aborted (mount failed)"; }
   want write && { write_workloads "$c" || log "$c: write workloads aborted (mount failed)"; }
   want small && { small_workloads "$c" || log "$c: small-file workloads aborted (mount failed)"; }
+  want small && { scan_workloads "$c" || log "$c: small-object scans aborted (mount failed)"; }
   want meta && { meta_workloads "$c" || log "$c: metadata workloads aborted (mount failed)"; }
   c_umount "$c"
   if want tasks; then

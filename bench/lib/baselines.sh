@@ -66,6 +66,16 @@ bench_copy() {
   rec_timed copy small_readback "aws s3 cp --recursive (download)"
   rm -rf "$W/copyback"
   phase_record copy small "aws CLI process tree"
+  if [ "${SCAN_N:-0}" -gt 0 ]; then
+    phase_reset
+    drop_caches
+    aws_timed bash -c "aws --endpoint-url '$BENCH_S3' --only-show-errors s3 cp --recursive 's3://$BUCKET/scan/' '$W/scancopy/' && find '$W/scancopy' -type f -exec cat {} + >/dev/null"
+    rec_timed copy scan_read "aws s3 cp --recursive, then find -exec cat on the local disk"
+    aws_timed bash -c "aws --endpoint-url '$BENCH_S3' --only-show-errors s3 cp --recursive 's3://$BUCKET/zarr/' '$W/zarrcopy/' && python3 '$LIB/zarrread.py' '$W/zarrcopy' >/dev/null"
+    rec_timed copy zarr_read "aws s3 cp --recursive, then the Zarr-shaped read on the local disk"
+    rm -rf "$W/scancopy" "$W/zarrcopy"
+    phase_record copy scan "aws CLI process tree"
+  fi
   if [ "${TREE_N:-0}" -gt 0 ]; then
     phase_reset
     aws_timed aws_proxy_ls s3 ls --recursive "s3://$BUCKET/tree/"

@@ -132,6 +132,8 @@ aws_proxy() { aws --endpoint-url "$BENCH_S3" --only-show-errors "$@"; }
 #   big/big.bin     BIG_MB MiB, random (the fio object)
 #   smallseed/      SMALL_N x 4 KiB (list/stat/read-back when a client's create timed out)
 #   tree/           TREE_N keys of 100 bytes, TREE_PER_DIR per directory (ls -lR)
+#   scan/           SCAN_N keys of 1 KiB, SCAN_PER_DIR per directory (find -exec cat)
+#   zarr/           a Zarr v2 array: .zarray and ZARR_ROWS x ZARR_COLS chunks of ZARR_SIZE bytes
 #   ref/ref.bin     TASK_REF_MB MiB (the task workload's shared reference)
 # Objects go straight to MinIO (unproxied): put-many uses 32 connections.
 env_seed() {
@@ -153,6 +155,12 @@ PY
     t0=$SECONDS
     python3 "$LIB/s3.py" put-many "$BUCKET" tree/ "$TREE_N" 100 "$TREE_PER_DIR"
     log "seeded tree/ ($TREE_N keys, $TREE_PER_DIR per directory) in $((SECONDS - t0)) s"
+  fi
+  if [ "${SCAN_N:-0}" -gt 0 ]; then
+    t0=$SECONDS
+    python3 "$LIB/s3.py" put-many "$BUCKET" scan/ "$SCAN_N" 1024 "$SCAN_PER_DIR"
+    python3 "$LIB/s3.py" put-zarr "$BUCKET" zarr/ "$ZARR_ROWS" "$ZARR_COLS" "$ZARR_SIZE"
+    log "seeded scan/ ($SCAN_N x 1 KiB) and zarr/ ($((ZARR_ROWS * ZARR_COLS)) chunks) in $((SECONDS - t0)) s"
   fi
   if [ "${TASKS:-0}" -gt 0 ]; then
     t0=$SECONDS

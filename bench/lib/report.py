@@ -29,6 +29,8 @@ METRICS += [
     ("small_listed", "small files: all in the bucket [s]", False),
     ("small_list", "small files: ls -l of them [s]", False),
     ("small_readback", "small files: read back, cold [s]", False),
+    ("scan_read", "small objects: find -exec cat of the tree, cold [s]", False),
+    ("zarr_read", "Zarr-shaped read, chunks in key order, cold [s]", False),
     ("meta_lsr", "metadata: ls -lR of the key tree, cold [s]", False),
     ("meta_stat", "metadata: stat of names, cold [files/s]", True),
     ("cpu_per_gib_cold", "client CPU per GiB, cold seq read 1 MiB, 1 job [s/GiB]", False),
@@ -47,11 +49,11 @@ METRICS += [
     ("stage_speedup", "staged-input tasks: wall off / wall on", True),
     ("stage_wasted", "staged-input tasks: staged, never read [MiB]", False),
 ]
-for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small files"),
-                   ("meta", "metadata"), ("task", "task workload")):
+PHASES = (("read", "read jobs"), ("write", "writes"), ("small", "small files"), ("scan", "small-object scans"),
+          ("meta", "metadata"), ("task", "task workload"))
+for _ph, _what in PHASES:
     METRICS.append(("rss_" + _ph, "peak RSS, %s [MiB]" % _what, False))
-for _ph, _what in (("read", "read jobs"), ("write", "writes"), ("small", "small files"),
-                   ("meta", "metadata"), ("task", "task workload")):
+for _ph, _what in PHASES:
     METRICS.append(("cpu_" + _ph, "client CPU, %s [s]" % _what, False))
 METRICS += [("rss_peak", "peak RSS, all workloads [MiB]", False),
             ("cpu_total", "client CPU, all workloads [s]", False)]

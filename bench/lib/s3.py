@@ -17,6 +17,9 @@ usage:
                                                 PREFIX dNNN/fNNNNNN.txt with PER_DIR
                                                 keys per directory (default: all in
                                                 PREFIX, names tNNNNN.txt)
+  s3.py put-zarr BUCKET PREFIX ROWS COLS SIZE   a Zarr-shaped store (v2): PREFIX.zarray
+                                                and ROWS x COLS chunk objects "r.c" of
+                                                SIZE bytes (32 connections)
   s3.py delete-prefix BUCKET PREFIX             delete every key under PREFIX
 Waits print the epoch time (seconds, float) at which the condition held and
 exit 0, or print the last observed value and exit 1 on timeout.
@@ -26,6 +29,7 @@ import datetime
 import hashlib
 import hmac
 import http.client
+import json
 import os
 import sys
 import threading
@@ -150,6 +154,28 @@ def put_many(bucket, prefix, n, size, per_dir):
             pass
 
 
+def put_zarr(bucket, prefix, rows, cols, size):
+    """PUT a Zarr v2 array: .zarray and rows x cols chunks of size bytes."""
+    blob = os.urandom(size)
+    sha = hashlib.sha256(blob).hexdigest()
+    n = size // 8
+    meta = json.dumps({"zarr_format": 2, "shape": [rows * n, cols], "chunks": [n, 1], "dtype": "<f8",
+                       "compressor": None, "fill_value": 0.0, "filters": None, "order": "C"}).encode()
+    st = _conn_request("PUT", "/%s/%s.zarray" % (bucket, prefix), meta, hashlib.sha256(meta).hexdigest())
+    if st != 200:
+        raise RuntimeError("PUT .zarray: HTTP %d" % st)
+
+    def put(i):
+        k = "%s%d.%d" % (prefix, i // cols, i % cols)
+        st = _conn_request("PUT", "/%s/%s" % (bucket, k), blob, sha)
+        if st != 200:
+            raise RuntimeError("PUT %s: HTTP %d" % (k, st))
+
+    with concurrent.futures.ThreadPoolExecutor(32) as ex:
+        for _ in ex.map(put, range(rows * cols), chunksize=16):
+            pass
+
+
 def list_keys(bucket, prefix):
     keys, token = [], None
     while True:
@@ -201,6 +227,9 @@ def main(argv):
         return wait(lambda: count(b, p), n, t, 0.2)
     if cmd == "put-many":
         put_many(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6]) if len(argv) > 6 else 0)
+        return 0
+    if cmd == "put-zarr":
+        put_zarr(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6]))
         return 0
     if cmd == "delete-prefix":
         print(delete_prefix(argv[2], argv[3]))

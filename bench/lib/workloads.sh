@@ -135,6 +135,31 @@ small_workloads() {
   phase_record "$c" small "create + list + read back"
 }
 
+# small-object scans: find -exec cat {} + of scan/ (SCAN_N x 1 KiB,
+# SCAN_PER_DIR per directory, in find order) on a fresh mount; then on
+# another fresh mount a Zarr-shaped read (lib/zarrread.py: the chunk files
+# of zarr/, named from .zarray without a listing, opened in key order and
+# read whole). Each capped at SCAN_CAP s.
+scan_workloads() {
+  local c=$1 n want=$((ZARR_ROWS * ZARR_COLS * ZARR_SIZE))
+  phase_reset
+  c_cold "$c" || return 1
+  meas_start "$C_PID" --tree
+  timed_cmd "$SCAN_CAP" bash -c "find '$C_ROOT/scan' -type f -exec cat {} + | wc -c >'$W/bytes'"
+  rec_timed "$c" scan_read "fresh mount; find -exec cat {} + of $SCAN_N x 1 KiB"
+  n=$(cat "$W/bytes" 2>/dev/null || echo 0)
+  [ "$T_RC" != 0 ] || [ "$n" = $((SCAN_N * 1024)) ] || log "  $c: the scan read $n bytes, expected $((SCAN_N * 1024))"
+  meas_stop
+  c_cold "$c" || return 1
+  meas_start "$C_PID" --tree
+  timed_cmd "$SCAN_CAP" bash -c "python3 '$LIB/zarrread.py' '$C_ROOT/zarr' >'$W/bytes'"
+  rec_timed "$c" zarr_read "fresh mount; $((ZARR_ROWS * ZARR_COLS)) chunks of $((ZARR_SIZE >> 10)) KiB in key order"
+  n=$(cat "$W/bytes" 2>/dev/null || echo 0)
+  [ "$T_RC" != 0 ] || [ "$n" = "$want" ] || log "  $c: the Zarr read read $n bytes, expected $want"
+  meas_stop
+  phase_record "$c" scan "find -exec cat + Zarr-shaped read"
+}
+
 # metadata: ls -lR of tree/ (TREE_N keys) on a fresh mount; stat of the SMALL_N
 # names of smallseed/ (no listing first) on another fresh mount, one at a time,
 # for at most STAT_CAP seconds.

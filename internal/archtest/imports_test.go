@@ -19,7 +19,7 @@ var allowed = map[string][]string{
 	"cmd/ferry":                 {"internal/cli"},
 	"internal/cli":              {"internal/config", "internal/supervise", "github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/schollz/progressbar", "golang.org/x/term"},
 	"internal/config":           {},
-	"internal/supervise":        {"internal/config", "internal/fusefs", "internal/vfs", "internal/cache/", "internal/writeback", "internal/nextflow", "internal/metrics", "pkg/objstore"},
+	"internal/supervise":        {"internal/config", "internal/fusefs", "internal/vfs", "internal/cache/", "internal/writeback", "internal/nextflow", "internal/metrics", "pkg/objstore", "golang.org/x/sys"},
 	"internal/fusefs":           {"internal/vfs", "internal/metrics", "github.com/hanwen/go-fuse/v2"},
 	"internal/vfs":              {"internal/cache/", "internal/writeback", "pkg/objstore", "internal/metrics", "golang.org/x/sync"},
 	"internal/cache/meta":       {"pkg/objstore", "github.com/dgraph-io/ristretto"},

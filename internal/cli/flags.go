@@ -188,7 +188,7 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.Passthrough })
 		}),
-	def("cold-passthrough", "auto, on or off: pass read-only opens through even before the file is wholly cached, the cache filling each range as the kernel asks for it (fanotify pre-content events, Linux 6.14+, a cache dir on ext4, xfs or btrfs); auto falls back when unavailable, on fails instead", []string{"FERRY_COLD_PASSTHROUGH"},
+	def("cold-passthrough", "auto, on, off or unguarded: pass the task's read-only opens through even before the file is wholly cached, the cache filling each range as the kernel asks for it (fanotify pre-content events, Linux 6.14+, a cache dir on ext4, xfs or btrfs; ferry makes a file whole before the task maps it); auto falls back when unavailable, on fails instead; unguarded does it for every process, ferry mount's too (a mapping made before the file is whole reads zeros where it is not cached)", []string{"FERRY_COLD_PASSTHROUGH"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.ColdPassthrough })
 		}),
@@ -209,6 +209,7 @@ var flagDefs = []flagDef{
 			return intFlag(func(c *config.Config) *int { return &c.MaxMountRetries })
 		}),
 	stageInputsFlag,
+	dirReadaheadFlag,
 	isolateCacheFlag,
 }
 
@@ -230,6 +231,42 @@ var isolateCacheFlag = flagDef{
 		return nil
 	},
 }
+
+// dirReadaheadFlag is --dir-readahead[=on|off].
+var dirReadaheadFlag = flagDef{
+	name:        "dir-readahead",
+	env:         []string{"FERRY_DIR_READAHEAD"},
+	usage:       "on or off: when a process reads the files of a directory one after the other, fetch the next ones into the cache before it opens them",
+	noOptDefVal: "on",
+	bind: func(fs *pflag.FlagSet, c *config.Config, name, usage string) {
+		fs.Var(&onOffValue{p: &c.DirReadahead}, name, usage)
+	},
+	fromEnv: func(c *config.Config, v string) error {
+		return (&onOffValue{p: &c.DirReadahead}).Set(v)
+	},
+}
+
+// onOffValue is an on/off flag value (the usual booleans accepted).
+type onOffValue struct{ p *bool }
+
+func (s *onOffValue) String() string {
+	if s.p != nil && *s.p {
+		return "on"
+	}
+	return "off"
+}
+func (s *onOffValue) Set(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "true", "1", "yes":
+		*s.p = true
+	case "off", "false", "0", "no":
+		*s.p = false
+	default:
+		return fmt.Errorf("%q is not one of on, off", v)
+	}
+	return nil
+}
+func (s *onOffValue) Type() string { return "on|off" }
 
 // stageInputsFlag is --stage-inputs[=auto|on|off].
 var stageInputsFlag = flagDef{

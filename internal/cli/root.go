@@ -39,6 +39,9 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	if len(args) > 1 && args[1] == supervise.GuardArg {
 		return supervise.GuardMain(args[2:]) // started by ferry itself (supervise/cold.go)
 	}
+	if len(args) > 1 && args[1] == supervise.TaskArg {
+		return supervise.TaskMain(args[2:]) // ferry run's task starter (supervise/mapguard.go)
+	}
 	if isFusion(args[0]) {
 		return runFusion(ctx, args[1:], stdio)
 	}

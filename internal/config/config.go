@@ -35,11 +35,17 @@ type Config struct {
 	// Passthrough is auto, on or off: whether opens of wholly cached files
 	// hand the kernel the cache file (FUSE passthrough, Linux 6.9+).
 	Passthrough string
-	// ColdPassthrough is auto, on or off: whether read-only opens of files
-	// not yet wholly cached pass through too, the cache filling each range
-	// as the kernel asks for it (fanotify pre-content events, Linux 6.14+;
-	// needs Passthrough).
+	// ColdPassthrough is auto, on, off or unguarded: whether read-only
+	// opens of files not yet wholly cached pass through too, the cache
+	// filling each range as the kernel asks for it (fanotify pre-content
+	// events, Linux 6.14+; needs Passthrough). auto and on give such files
+	// only to the task's processes, whose mappings ferry guards; unguarded
+	// to every process (a mapping made before the file is whole reads
+	// zeros where it is not cached).
 	ColdPassthrough string
+	// DirReadahead: when a process reads the files of a directory one
+	// after the other, fetch the next ones before it opens them.
+	DirReadahead bool
 
 	LogLevel    string // debug, info, warn, error
 	LogFile     string // JSON log file ("" = none)
@@ -104,6 +110,7 @@ func Defaults() Config {
 		MemoryLimit:     96 << 20,
 		Passthrough:     "auto",
 		ColdPassthrough: "auto",
+		DirReadahead:    true,
 		LogLevel:        "info",
 		MaxMountRetries: 10,
 		StageInputs:     StageAuto,
@@ -129,11 +136,11 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("passthrough %q: want auto, on or off", c.Passthrough))
 	}
 	switch c.ColdPassthrough {
-	case "auto", "on", "off":
+	case "auto", "on", "off", "unguarded":
 	default:
-		errs = append(errs, fmt.Errorf("cold passthrough %q: want auto, on or off", c.ColdPassthrough))
+		errs = append(errs, fmt.Errorf("cold passthrough %q: want auto, on, off or unguarded", c.ColdPassthrough))
 	}
-	if c.ColdPassthrough == "on" && c.Passthrough == "off" {
+	if (c.ColdPassthrough == "on" || c.ColdPassthrough == "unguarded") && c.Passthrough == "off" {
 		errs = append(errs, errors.New("cold passthrough on needs passthrough (it is off)"))
 	}
 	if c.RequestTimeout <= 0 {

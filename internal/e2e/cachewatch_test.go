@@ -43,7 +43,7 @@ func testCacheDamageWatched(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	m := startMount(t, e, e.srv.Endpoint, append(readModeFlags(mode), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))...)
+	m := startMount(t, e, e.srv.Endpoint, append(mountModeFlags(mode), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))...)
 	p := e.path("big/obj")
 	if mode == modeWarm {
 		// Read through ferry first: the next open finds the file whole.

@@ -77,6 +77,24 @@ PY`, e.path("ev/0"), e.path("ev/1"), e.path("ev/2"), port)
 			t.Fatalf("want evictions and the first object's bytes read through its open after them:\n%s", out)
 		}
 	})
+	t.Run("a mapping outlives its descriptor", func(t *testing.T) {
+		t.Parallel()
+		e := newS3Env(t)
+		data := randBytes(t, 9<<20+11)
+		e.put("m/obj", data)
+		script := fmt.Sprintf(`python3 - <<'PY'
+import hashlib, mmap, os, time
+fd = os.open(%[1]q, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+os.close(fd)
+time.sleep(3)  # the open is released; the evictor's sweep runs meanwhile
+print("sha", hashlib.sha256(m[:]).hexdigest())
+PY`, e.path("m/obj"))
+		out := e.mustRun(script, "--cold-passthrough", "on")
+		if !strings.Contains(out, "sha "+sha(data)) {
+			t.Fatalf("want the object's bytes through a mapping whose descriptor was closed:\n%s", out)
+		}
+	})
 	t.Run("a damaged block is fetched again", func(t *testing.T) {
 		t.Parallel()
 		e := newS3Env(t)

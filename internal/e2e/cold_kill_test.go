@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -88,58 +87,43 @@ func TestColdKillOwnFerry(t *testing.T) {
 	e := newS3Env(t)
 	data := randBytes(t, 32<<20+77)
 	e.put("kill/obj", data)
-	endpoint := slowProxy(t, e, 2<<10) // 16 s for the object
-	t.Run("ferry mount, reader outside", func(t *testing.T) {
+	e.extra = []string{"AWS_S3_ENDPOINT=" + slowProxy(t, e, 2<<10)} // 16 s for the object
+	t.Run("a reader that outlives its ferry", func(t *testing.T) {
+		// The task starts a reader in a session of its own (it survives
+		// ferry and the task, which dies with ferry) and waits.
 		dir := t.TempDir()
-		logf := filepath.Join(dir, "ferry.log")
-		m := startMountAt(t, e, endpoint, filepath.Join(dir, "mnt"), filepath.Join(dir, "cache"), "--cold-passthrough", "on", "--log-file", logf)
-		out := filepath.Join(dir, "out")
-		dd := exec.Command("dd", "if="+filepath.Join(m.mnt, "s3", e.bucket, "kill/obj"), "of="+out, "bs=64k")
-		dd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		var se bytes.Buffer
-		dd.Stderr = &se
-		if err := dd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		logf, out, mnt := filepath.Join(dir, "ferry.log"), filepath.Join(dir, "out"), filepath.Join(dir, "mnt")
+		script := fmt.Sprintf("setsid sh -c 'dd if=%s of=%s bs=64k 2>%s.err; echo $? > %s.rc' & exec sleep 600",
+			e.mountPath(mnt, "kill/obj"), out, out, out)
+		_, ferry := e.startRunAt(mnt, filepath.Join(dir, "cache"), script, "--cold-passthrough", "on", "--log-file", logf)
 		waitSize(t, out, 2<<20, time.Minute)
-		m.Kill() // SIGKILL
-		done := make(chan error, 1)
-		go func() { done <- dd.Wait() }() // owner: this subtest
-		select {
-		case err := <-done:
-			n := checkPrefix(t, out, data)
-			t.Logf("dd stopped after %d of %d bytes: %v: %s", n, len(data), err, strings.TrimSpace(se.String()))
-			if n == len(data) {
-				t.Log("the read finished before the kill took effect")
-			} else if err == nil {
-				t.Fatal("dd exited 0 with a short copy")
+		ferry.Kill() // SIGKILL
+		for deadline := time.Now().Add(time.Minute); fileSize(out+".rc") < 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the reader hung after its ferry was killed")
 			}
-		case <-time.After(time.Minute):
-			dd.Process.Kill()
-			t.Fatal("the reader hung after its ferry was killed")
+		}
+		n := checkPrefix(t, out, data)
+		rc, _ := os.ReadFile(out + ".rc")
+		msg, _ := os.ReadFile(out + ".err")
+		t.Logf("dd stopped after %d of %d bytes: exit %s: %s", n, len(data), strings.TrimSpace(string(rc)), strings.TrimSpace(string(msg)))
+		if n < len(data) && strings.TrimSpace(string(rc)) == "0" {
+			t.Fatal("dd exited 0 with a short copy")
 		}
 		// The dead mount holds the backing files until it is unmounted (the
 		// next ferry on this mount point does it at start); then nothing
 		// can read through the killed ferry's private mount, and its
 		// guardian exits.
-		syscall.Unmount(m.mnt, syscall.MNT_DETACH)
+		detachAll(mnt) // the dead mount, and the bind of the mount point under it
 		waitNone(t, logf, "the guardian", 30*time.Second)
 	})
-	t.Run("ferry run, its task reads", func(t *testing.T) {
+	t.Run("its task reads", func(t *testing.T) {
 		dir := t.TempDir()
-		out := filepath.Join(dir, "out")
-		mnt := filepath.Join(dir, "mnt")
-		cmd := exec.Command(ferryBin, "run", "--mount-point", mnt, "--cache-dir", filepath.Join(dir, "cache"), "--cold-passthrough", "on",
-			"--", "dd", "if="+filepath.Join(mnt, "s3", e.bucket, "kill/obj"), "of="+out, "bs=64k")
-		cmd.Env = append(append([]string{}, e.env...), "AWS_S3_ENDPOINT="+endpoint)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		out, mnt := filepath.Join(dir, "out"), filepath.Join(dir, "mnt")
 		t.Cleanup(func() { detachAll(mnt) }) // a killed ferry run leaves its mount on a bind of the mount point
+		_, ferry := e.startRunAt(mnt, filepath.Join(dir, "cache"), fmt.Sprintf("dd if=%s of=%s bs=64k", e.mountPath(mnt, "kill/obj"), out), "--cold-passthrough", "on")
 		waitSize(t, out, 2<<20, time.Minute)
-		cmd.Process.Kill()
-		cmd.Wait()
+		ferry.Kill()
 		waitNone(t, "of="+out, "the task", 30*time.Second)
 		n := checkPrefix(t, out, data)
 		t.Logf("the task had written %d of %d bytes", n, len(data))
@@ -151,7 +135,7 @@ func TestColdOtherFerry(t *testing.T) {
 	e := newS3Env(t)
 	data := randBytes(t, 24<<20+5)
 	e.put("other/obj", data)
-	endpoint := slowProxy(t, e, 4<<10)
+	e.extra = []string{"AWS_S3_ENDPOINT=" + slowProxy(t, e, 4<<10)}
 	for _, tt := range []struct {
 		name   string
 		signal syscall.Signal
@@ -161,53 +145,44 @@ func TestColdOtherFerry(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ms := startShared(t, e, endpoint, dir, filepath.Join(dir, "cache"), 2, "--cold-passthrough", "on")
-			a, b := ms[0], ms[1]
+			cache := filepath.Join(dir, "cache")
+			mA, mB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+			t.Cleanup(func() { // before the TempDir's removal: a killed ferry's mount is dead
+				detachAll(mA) // a killed ferry run leaves its mount on a bind of the mount point
+				detachAll(mB)
+			})
 			outB := filepath.Join(dir, "outB")
-			ddB := exec.Command("dd", "if="+b.path(e, "other/obj"), "of="+outB, "bs=1M")
-			ddB.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			if err := ddB.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer ddB.Process.Kill()
-			waitSize(t, outB, 2<<20, time.Minute) // b is fetching (and claiming) blocks
+			doneB, ferryB := e.startRunAt(mB, cache, fmt.Sprintf("dd if=%s of=%s bs=1M", e.mountPath(mB, "other/obj"), outB), "--cold-passthrough", "on")
+			waitSize(t, outB, 2<<20, time.Minute) // B is fetching (and claiming) blocks
 			t0 := time.Now()
-			resA := make(chan error, 1)
-			var sumA string
-			go func() { // owner: this subtest (waits below)
-				var err error
-				sumA, err = sha256Of(a.path(e, "other/obj"))
-				resA <- err
-			}()
+			doneA, _ := e.startRunAt(mA, cache, "sha256sum "+e.mountPath(mA, "other/obj"), "--cold-passthrough", "on")
 			time.Sleep(300 * time.Millisecond)
-			b.Signal(tt.signal)
+			ferryB.Signal(tt.signal)
 			if tt.signal == syscall.SIGSTOP {
-				defer b.Signal(syscall.SIGCONT)
+				defer ferryB.Signal(syscall.SIGCONT)
 			}
 			select {
-			case err := <-resA:
-				if err != nil || sumA != sha(data) {
-					t.Fatalf("the reader on the other mount: %s, %v; want %s", sumA, err, sha(data))
+			case r := <-doneA:
+				if r.code != 0 || !strings.Contains(r.stdout, sha(data)) {
+					t.Fatalf("the task of the other ferry: exit %d, want the object's checksum:\n%s\n%s", r.code, r.stdout, tailStr(r.stderr, 3000))
 				}
-				t.Logf("the reader on the other mount finished %v after the first read began, the other ferry %s", time.Since(t0).Round(time.Millisecond), tt.name)
+				t.Logf("the task of the other ferry finished %v after it began, this ferry %s", time.Since(t0).Round(time.Millisecond), tt.name)
 			case <-time.After(2 * time.Minute):
-				t.Fatalf("the reader on the other mount did not finish with the other ferry %s", tt.name)
+				t.Fatalf("the task of the other ferry did not finish with this ferry %s", tt.name)
 			}
 			if tt.signal == syscall.SIGSTOP {
-				b.Signal(syscall.SIGCONT)
-				done := make(chan error, 1)
-				go func() { done <- ddB.Wait() }() // owner: this subtest
+				ferryB.Signal(syscall.SIGCONT)
 				select {
-				case err := <-done:
-					if err != nil {
-						t.Fatalf("the thawed ferry's reader: %v", err)
+				case r := <-doneB:
+					if r.code != 0 {
+						t.Fatalf("the thawed ferry's task: exit %d\n%s", r.code, tailStr(r.stderr, 3000))
 					}
 					checkPrefix(t, outB, data)
 					if fileSize(outB) != int64(len(data)) {
-						t.Fatalf("the thawed ferry's reader copied %d of %d bytes", fileSize(outB), len(data))
+						t.Fatalf("the thawed ferry's task copied %d of %d bytes", fileSize(outB), len(data))
 					}
 				case <-time.After(2 * time.Minute):
-					t.Fatal("the thawed ferry's reader did not finish")
+					t.Fatal("the thawed ferry's task did not finish")
 				}
 			}
 		})

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,31 +51,9 @@ func slowProxy(t *testing.T, e *s3env, kbps int64) string {
 	return p.Endpoint
 }
 
-// sharedMount is one of several ferry mounts on one cache dir.
-type sharedMount struct {
-	*mountProc
-	metrics string // host:port of its /metrics
-}
-
-// startShared starts n ferry mounts (under dir) on the cache dir cache.
-func startShared(t *testing.T, e *s3env, endpoint, dir, cache string, n int, flags ...string) []sharedMount {
-	t.Helper()
-	var ms []sharedMount
-	for i := range n {
-		port, err := testenv.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		f := append([]string{"--metrics-addr", addr}, flags...)
-		m := startMountAt(t, e, endpoint, filepath.Join(dir, fmt.Sprintf("m%d", i)), cache, f...)
-		ms = append(ms, sharedMount{mountProc: m, metrics: addr})
-	}
-	return ms
-}
-
-func (m sharedMount) path(e *s3env, key string) string {
-	return filepath.Join(m.mnt, e.scheme, e.bucket, key)
+// mountPath is the path of key under the mount point mnt.
+func (e *s3env) mountPath(mnt, key string) string {
+	return filepath.Join(mnt, e.scheme, e.bucket, key)
 }
 
 // sha256Of hashes a file with sha256sum (a real tool reading through the
@@ -89,47 +66,54 @@ func sha256Of(p string) (string, error) {
 	return strings.Fields(string(out))[0], nil
 }
 
+// TestColdSharedCache: 2, then 4 tasks, one ferry run each on one cache
+// dir, read one cold object at once: each gets its bytes, the kernel
+// reads the cache file (no FUSE reads: each task asks its own ferry for
+// /metrics before it exits), and the ferrys fetch each block once.
 func TestColdSharedCache(t *testing.T) {
 	t.Parallel()
 	e := newS3Env(t)
 	data := randBytes(t, 24<<20+4321)
 	e.put("cold/ref.bin", data)
-	endpoint := slowProxy(t, e, 40<<10)
+	e.extra = []string{"AWS_S3_ENDPOINT=" + slowProxy(t, e, 40<<10)}
 	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprintf("%d mounts", n), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d tasks", n), func(t *testing.T) {
 			dir := t.TempDir()
-			cache := filepath.Join(dir, "cache")
-			ms := startShared(t, e, endpoint, dir, cache, n, "--cold-passthrough", "on")
-			var wg sync.WaitGroup
-			errs := make([]error, n)
-			sums := make([]string, n)
-			for i, m := range ms {
-				wg.Add(1)
-				go func() { // owner: this test (waits below)
-					defer wg.Done()
-					sums[i], errs[i] = sha256Of(m.path(e, "cold/ref.bin"))
-				}()
-			}
-			wg.Wait()
-			var fetched float64
-			for i, m := range ms {
-				if errs[i] != nil || sums[i] != sha(data) {
-					t.Errorf("mount %d: sha %s, %v; want %s", i, sums[i], errs[i], sha(data))
-				}
-				text, err := scrape("http://" + m.metrics + "/metrics")
+			var done []<-chan result
+			for i := range n {
+				port, err := testenv.FreePort()
 				if err != nil {
 					t.Fatal(err)
 				}
+				m := filepath.Join(dir, fmt.Sprintf("m%d", i))
+				script := fmt.Sprintf("sha256sum %s && curl -s http://127.0.0.1:%d/metrics > %s/metrics%d",
+					e.mountPath(m, "cold/ref.bin"), port, dir, i)
+				d, _ := e.startRunAt(m, filepath.Join(dir, "cache"), script,
+					"--cold-passthrough", "on", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+				done = append(done, d)
+			}
+			var fetched float64
+			for i, d := range done {
+				r := <-d
+				if r.code != 0 || !strings.Contains(r.stdout, sha(data)) {
+					t.Errorf("task %d: exit %d, want the object's checksum:\n%s\n%s", i, r.code, r.stdout, tailStr(r.stderr, 3000))
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("metrics%d", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				text := string(b)
 				if reads := metricSum(text, "ferry_fuse_ops_total", `op="read"`); reads != 0 {
-					t.Errorf("mount %d served %v FUSE reads, want 0 (the kernel reads the cache file)", i, reads)
+					t.Errorf("task %d's ferry served %v FUSE reads, want 0 (the kernel reads the cache file)", i, reads)
 				}
 				if cold := metricSum(text, "ferry_cache_cold_opens_total", ""); cold < 1 {
-					t.Errorf("mount %d: %v cold opens, want >= 1", i, cold)
+					t.Errorf("task %d's ferry: %v cold opens, want >= 1", i, cold)
 				}
-				fetched += metricSum(text, "ferry_cache_fetched_bytes_total", "")
+				fetched += parseSummary(t, r.stderr)["bytes_downloaded"]
 			}
 			if fetched != float64(len(data)) {
-				t.Errorf("the mounts fetched %v bytes together, want %d (each block once)", fetched, len(data))
+				t.Errorf("the ferrys fetched %v bytes together, want %d (each block once)", fetched, len(data))
 			}
 		})
 	}
@@ -174,6 +158,7 @@ func TestColdPassthroughModes(t *testing.T) {
 		{name: "overlayfs, auto", mode: "auto", cache: ovl + "/m", log: "overlayfs"},
 		{name: "user namespace, auto", mode: "auto", userns: true, log: "FUSE passthrough is off"},
 		{name: "user namespace, on", mode: "on", userns: true, code: 1, log: "--cold-passthrough on"},
+		{name: "ferry run, unguarded", mode: "unguarded", log: "every process", cold: true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,6 +205,56 @@ func TestColdPassthroughModes(t *testing.T) {
 			s := parseSummary(t, se.String())
 			if (s["passthrough_cold_files"] >= 1) != tt.cold {
 				t.Errorf("summary: %v cold passthrough files, want cold %v", s["passthrough_cold_files"], tt.cold)
+			}
+		})
+	}
+}
+
+// TestColdPassthroughMount: ferry mount has no task of its own to guard:
+// auto leaves cold passthrough off (one log line saying why), on is a
+// start-up failure, unguarded passes every process's opens through.
+func TestColdPassthroughMount(t *testing.T) {
+	t.Parallel()
+	e := newS3Env(t)
+	data := randBytes(t, 2<<20+9)
+	e.put("cm/in.bin", data)
+	for _, tt := range []struct {
+		mode, log string
+		code      int
+		cold      bool
+	}{
+		{"auto", "no task of its own", 0, false},
+		{"on", "--cold-passthrough on", 1, false},
+		{"unguarded", "every process", 0, true},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			dir := t.TempDir()
+			mnt := filepath.Join(dir, "mnt")
+			if tt.code != 0 {
+				r := e.ferry(time.Minute, "mount", "--cache-dir", filepath.Join(dir, "cache"), "--cold-passthrough", tt.mode, mnt)
+				if r.code != tt.code || !strings.Contains(r.stderr, tt.log) {
+					t.Fatalf("exit %d, want %d with %q:\n%s", r.code, tt.code, tt.log, r.stderr)
+				}
+				return
+			}
+			port, err := testenv.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := startMountAt(t, e, e.srv.Endpoint, mnt, filepath.Join(dir, "cache"), "--cold-passthrough", tt.mode, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+			if got, err := sha256Of(e.mountPath(mnt, "cm/in.bin")); err != nil || got != sha(data) {
+				t.Fatalf("sha %s, %v; want %s", got, err, sha(data))
+			}
+			text, err := scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cold := metricSum(text, "ferry_cache_cold_opens_total", "") >= 1; cold != tt.cold {
+				t.Errorf("cold opens: %v, want %v", cold, tt.cold)
+			}
+			_, log := m.term(t, time.Minute)
+			if !strings.Contains(log, tt.log) {
+				t.Errorf("log lacks %q:\n%s", tt.log, log)
 			}
 		})
 	}

@@ -240,9 +240,9 @@ func crashOnce(t *testing.T, e *s3env, c *crasher, endpoint string, point crashP
 	var m *mountProc
 	pid := 0
 	if crashTaskNS(iter) {
-		m, pid = startTaskMount(t, e, endpoint, readModeFlags(crashMode(iter))...)
+		m, pid = startTaskMount(t, e, endpoint, mountModeFlags(crashMode(iter))...)
 	} else {
-		m = startMount(t, e, endpoint, readModeFlags(crashMode(iter))...)
+		m = startMount(t, e, endpoint, mountModeFlags(crashMode(iter))...)
 	}
 	root := e.path("")
 	w := &crashIO{root: root, l: l, rng: rng}

@@ -81,7 +81,14 @@ func (g gate) wait(t *testing.T, name string, timeout time.Duration, done <-chan
 // the result arrives on the returned channel. If the test ends first,
 // ferry is killed and the mount detached.
 func (e *s3env) startRun(script string, flags ...string) <-chan result {
-	args := append([]string{"run", "--mount-point", e.mnt, "--cache-dir", e.cache}, flags...)
+	done, _ := e.startRunAt(e.mnt, e.cache, script, flags...)
+	return done
+}
+
+// startRunAt is startRun on mount point mnt with cache dir cache; it also
+// returns ferry's process.
+func (e *s3env) startRunAt(mnt, cache, script string, flags ...string) (<-chan result, *os.Process) {
+	args := append([]string{"run", "--mount-point", mnt, "--cache-dir", cache}, flags...)
 	args = append(args, "--", "sh", "-c", script)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	cmd := exec.CommandContext(ctx, ferryBin, args...)
@@ -103,7 +110,7 @@ func (e *s3env) startRun(script string, flags ...string) <-chan result {
 	e.t.Cleanup(func() {
 		cancel() // kills ferry if it still runs
 		<-exited
-		detachAll(e.mnt) // a killed ferry run leaves its mount on a bind of the mount point
+		detachAll(mnt) // a killed ferry run leaves its mount on a bind of the mount point
 	})
-	return done
+	return done, cmd.Process
 }

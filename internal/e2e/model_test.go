@@ -126,7 +126,7 @@ func runModel(t *testing.T, o modelOptions) {
 	// --allow-other: ferry then serves each object's own attributes,
 	// which the model compares (see vfs.Options.ExactAttrs); the model
 	// runs as root, which the permissions it sets do not lock out.
-	flags := append(readModeFlags(o.mode), "--allow-other")
+	flags := append(mountModeFlags(o.mode), "--allow-other")
 	leave := func() {}
 	defer func() { leave() }() // back to the test's own namespace, also after a Fatal
 	mount := func() *mountProc {

@@ -270,7 +270,8 @@ func parseMetrics(text string) (families int, sums map[string]float64) {
 }
 
 // parseSummary finds the exit summary (the last stderr line that is a
-// JSON object of type ferry.summary) and returns its numeric fields.
+// JSON object of type ferry.summary) and returns its numeric fields,
+// those of its objects as "object.field".
 func parseSummary(t *testing.T, stderr string) map[string]float64 {
 	t.Helper()
 	lines := strings.Split(stderr, "\n")
@@ -285,8 +286,15 @@ func parseSummary(t *testing.T, stderr string) map[string]float64 {
 		}
 		out := map[string]float64{}
 		for k, v := range m {
-			if f, ok := v.(float64); ok {
-				out[k] = f
+			switch v := v.(type) {
+			case float64:
+				out[k] = v
+			case map[string]any:
+				for k2, v2 := range v {
+					if f, ok := v2.(float64); ok {
+						out[k+"."+k2] = f
+					}
+				}
 			}
 		}
 		return out

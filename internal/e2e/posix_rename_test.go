@@ -28,7 +28,7 @@ func TestReaderOfRewrittenFile(t *testing.T) {
 
 func readerOfRewrittenFile(t *testing.T, mode string) {
 	e := newS3Env(t)
-	startMount(t, e, e.srv.Endpoint, readModeFlags(mode)...)
+	startMount(t, e, e.srv.Endpoint, mountModeFlags(mode)...)
 	for _, rename := range []bool{false, true} {
 		name := map[bool]string{false: "stay", true: "renamed"}[rename]
 		t.Run(name, func(t *testing.T) {

@@ -11,7 +11,10 @@ const (
 
 var readModes = []string{modeCold, modeWarm, modeFUSE}
 
-// readModeFlags returns ferry's flags for read mode m.
+// readModeFlags returns ferry's flags for read mode m. Cold passthrough
+// is for a task's processes, under the mapping guard (ferry run); with
+// ferry mount (the test process reads through it) it takes
+// --cold-passthrough unguarded (the suites map no files).
 func readModeFlags(m string) []string {
 	switch m {
 	case modeFUSE:
@@ -20,4 +23,12 @@ func readModeFlags(m string) []string {
 		return []string{"--passthrough", "on", "--cold-passthrough", "off"}
 	}
 	return []string{"--passthrough", "on", "--cold-passthrough", "on"}
+}
+
+// mountModeFlags is readModeFlags for ferry mount.
+func mountModeFlags(m string) []string {
+	if m == modeCold {
+		return []string{"--passthrough", "on", "--cold-passthrough", "unguarded"}
+	}
+	return readModeFlags(m)
 }

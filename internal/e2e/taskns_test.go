@@ -33,7 +33,9 @@ func detachAll(dir string) {
 // startTaskMount starts "ferry run" on e.mnt against endpoint with a task
 // that only waits (and exits 0 on SIGTERM), and waits until the mount
 // answers. I/O through it "as the task" runs on a thread moved into the
-// task's namespace (enterMountNS with the returned pid).
+// task's namespace (enterMountNS with the returned pid). That thread is
+// not under the task's mapping guard: cold passthrough needs
+// --cold-passthrough unguarded (mountModeFlags) to serve it.
 func startTaskMount(t *testing.T, e *s3env, endpoint string, flags ...string) (*mountProc, int) {
 	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "run-*.log")

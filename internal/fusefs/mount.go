@@ -35,6 +35,11 @@ type Options struct {
 	// the kernel takes backing files from it.
 	Passthrough string
 	BackingDir  string
+	// Guarded, when not nil, reports whether the process pid (a caller of
+	// open) is one whose mappings ferry guards (see passthrough.go, cold
+	// opens): only such a process's read-only opens may pass through a
+	// cache file that is not whole yet. nil: none may.
+	Guarded func(pid uint32) bool
 }
 
 // maxRead is the largest READ request: the most go-fuse can splice
@@ -76,7 +81,7 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("passthrough %q: want auto, on or off", opts.Passthrough)
 	}
-	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}}
+	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}, guarded: opts.Guarded}
 	sess := newSession()
 	root := &node{v: v, m: opts.Metrics, pt: pt, s: sess}
 	mo := fuse.MountOptions{

@@ -52,11 +52,12 @@ var (
 	_ fs.NodeMknoder    = (*node)(nil)
 )
 
-// withCaller returns ctx carrying the calling process's user and group
-// for vfs (the owner of what it creates).
+// withCaller returns ctx carrying the calling process's user, group and
+// pid for vfs (the owner of what it creates; whose opens predict its next
+// ones).
 func withCaller(ctx context.Context) context.Context {
 	if c, ok := fuse.FromContext(ctx); ok {
-		return vfs.WithCaller(ctx, vfs.Caller{Uid: c.Uid, Gid: c.Gid})
+		return vfs.WithCaller(ctx, vfs.Caller{Uid: c.Uid, Gid: c.Gid, Pid: c.Pid})
 	}
 	return ctx
 }
@@ -263,7 +264,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFla
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	h, err := n.v.Open(ctx, p, vfs.FlagsFrom(flags))
+	h, err := n.v.Open(withCaller(ctx), p, vfs.FlagsFrom(flags))
 	if err != nil {
 		return nil, 0, vfs.Errno(err)
 	}
@@ -271,7 +272,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFla
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	fh := &handle{h: h, m: n.m, n: n, write: vfs.FlagsFrom(flags).Write}
-	return fh, n.attach(ctx, fh, fuseFlags), 0
+	fuseFlags, errno = n.attach(ctx, fh, flags, fuseFlags)
+	if errno != 0 {
+		h.Release() // never attached
+		return nil, 0, errno
+	}
+	return fh, fuseFlags, 0
 }
 
 // Create creates and opens a file.
@@ -288,7 +294,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	a, _ := h.Attr(ctx) // the new file's: no error
 	ino, ch := n.newChild(ctx, a, out)
 	fh := &handle{h: h, m: n.m, n: ch, write: true}
-	return ino, fh, ch.attach(ctx, fh, 0), 0
+	fuseFlags, errno := ch.attach(ctx, fh, flags, 0)
+	if errno != 0 {
+		h.Release() // never attached
+		return nil, nil, 0, errno
+	}
+	return ino, fh, fuseFlags, 0
 }
 
 // Mkdir creates a directory (a marker object).

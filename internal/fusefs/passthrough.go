@@ -39,6 +39,18 @@ import (
 //     a file with local changes);
 //   - cached: everything else, as without passthrough.
 //
+// Cold passthrough: a read-only open may also get a cache file that is
+// not whole yet (the block cache fills each range the kernel asks for
+// before it reads it). The kernel asks before reads, splice and the like,
+// not before the page faults of a mapping made through FUSE passthrough
+// (mmap goes straight to the backing file's page cache, where a hole
+// reads as zeros). So a cold backing file is handed only to processes
+// whose mmap calls ferry intercepts first (Options.Guarded: the task's,
+// under a seccomp filter that asks ferry before each file mapping, and
+// ferry makes the file whole), never to an exec (the kernel maps the
+// binary itself), and any other open of a node with a cold backing file
+// waits until that file is whole (completeCold).
+//
 // An open for writing never shares a backing file: the kernel would map
 // its writable shared mappings onto the (read-only) cache file, where
 // the task's writes would corrupt the cache and never be uploaded. So a
@@ -77,6 +89,9 @@ type backing struct {
 	id   int32  // the kernel's backing id
 	key  string // the identity of its bytes (vfs.Handle.Backing)
 	refs int    // opens using it
+	// partial: handed out cold, maybe not whole yet (cleared by
+	// completeCold once it is).
+	partial bool
 }
 
 // passthrough is a mount's passthrough state.
@@ -88,6 +103,22 @@ type passthrough struct {
 
 	mu      sync.Mutex                // guards pending
 	pending map[<-chan struct{}]int32 // backing id of an Open being answered, by its request's cancel channel
+
+	guarded func(pid uint32) bool // Options.Guarded
+}
+
+// execFlag is __FMODE_EXEC, set in the flags of the open the kernel makes
+// to execute a file (it then maps the binary itself, unasked).
+const execFlag = 0x20
+
+// mayOpenCold reports whether the open of request ctx with flags may get
+// a cache file that is not whole yet.
+func (p *passthrough) mayOpenCold(ctx context.Context, flags uint32) bool {
+	if p == nil || p.guarded == nil || flags&execFlag != 0 {
+		return false
+	}
+	c, ok := fuse.FromContext(ctx)
+	return ok && c.Pid != 0 && p.guarded(c.Pid)
 }
 
 // requestKey returns what identifies the FUSE request ctx belongs to: its
@@ -176,15 +207,36 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 // attach decides how the kernel serves the new handle fh of n (see the
 // package comment above), registers n's backing file when it is the first
 // passthrough open, and returns the open flags. The caller passes the
-// open's context (for the backing id) and the flags it would use without
-// passthrough.
-func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
+// open's context (for the backing id), the open(2) flags and the flags it
+// would use without passthrough. An open that may not see a partial
+// cache file waits until n's is whole; EIO when it cannot be made whole.
+func (n *node) attach(ctx context.Context, fh *handle, openFlags, flags uint32) (uint32, syscall.Errno) {
+	pt := n.pt
+	cold := pt.mayOpenCold(ctx, openFlags)
+	for attempt := 0; ; attempt++ {
+		if pt != nil && pt.on.Load() && !cold {
+			if err := n.completeCold(ctx); err != nil {
+				return 0, syscall.EIO
+			}
+		}
+		out, ok := n.attachOnce(ctx, fh, flags, cold)
+		if ok || attempt >= 3 {
+			return out, 0
+		}
+	}
+}
+
+// attachOnce is attach's one try; ok is false (and nothing done) when an
+// open that may not see a partial file found n's backing file partial
+// (handed out meanwhile): the caller completes it and tries again.
+func (n *node) attachOnce(ctx context.Context, fh *handle, flags uint32, cold bool) (uint32, bool) {
 	pt := n.pt
 	var bf *os.File
 	var key string
+	var partial bool
 	if pt != nil && pt.on.Load() && n.mayPassthrough() {
 		var ok bool
-		if bf, key, ok = fh.h.Backing(); !ok {
+		if bf, key, partial, ok = fh.h.Backing(cold); !ok {
 			bf = nil
 		} else {
 			defer bf.Close() // the kernel keeps its own reference
@@ -192,6 +244,9 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !cold && n.bk != nil && n.bk.partial {
+		return 0, false
+	}
 	if bf != nil {
 		n.awaitReleasesLocked()
 	}
@@ -202,7 +257,7 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 	n.s.add(fh)
 	if bf != nil && n.cached == 0 && n.bk == nil {
 		if id, err := pt.register(bf); err == nil {
-			n.bk = &backing{id: id, key: key}
+			n.bk = &backing{id: id, key: key, partial: partial}
 		}
 	}
 	switch {
@@ -216,7 +271,7 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 		fh.mode = modeCached
 		n.cached++
 		n.m.Opened(modeNames[fh.mode])
-		return flags
+		return flags, true
 	}
 	n.bk.refs++
 	pt.note(ctx, n.bk.id)
@@ -224,7 +279,46 @@ func (n *node) attach(ctx context.Context, fh *handle, flags uint32) uint32 {
 	if fh.mode == modePassthrough {
 		fh.h.NotePassthrough()
 	}
-	return flags
+	return flags, true
+}
+
+// completeCold makes n's backing file whole when it was handed out cold
+// and may not be yet (through one of the passthrough handles that hold
+// it), so that an open that may map it without ferry seeing (an exec, a
+// process whose mappings ferry does not guard) never reads a hole.
+func (n *node) completeCold(ctx context.Context) error {
+	for {
+		n.mu.Lock()
+		bk := n.bk
+		var h *handle
+		if bk != nil && bk.partial {
+			for o := range n.open {
+				if o.mode == modePassthrough {
+					h = o
+					break
+				}
+			}
+		}
+		n.mu.Unlock()
+		if h == nil {
+			return nil // none, or whole
+		}
+		if err := h.h.CompleteBacking(ctx); err != nil {
+			n.mu.Lock()
+			same := n.bk == bk && n.open != nil
+			_, still := n.open[h]
+			n.mu.Unlock()
+			if same && still {
+				return err
+			}
+			continue // that handle went meanwhile: try another
+		}
+		n.mu.Lock()
+		if n.bk == bk {
+			bk.partial = false
+		}
+		n.mu.Unlock()
+	}
 }
 
 // hasBacking reports whether n has a backing file now.

@@ -177,7 +177,7 @@ func TestPassthroughBesideOtherOpens(t *testing.T) {
 	// The cache file still holds version one, intact.
 	r := m.bc.Open(block.Ref{Store: m.st, StoreID: "s3/bkt", Key: "f", Version: info.Version, Size: info.Size})
 	defer r.Close()
-	bf, _, ok := r.Backing()
+	bf, _, _, ok := r.Backing(false)
 	if !ok {
 		t.Fatal("version one is no longer whole in the cache")
 	}

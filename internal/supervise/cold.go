@@ -33,7 +33,7 @@ type cold struct {
 func (s *stack) startCold() error {
 	mode := s.cfg.ColdPassthrough
 	off := func(reason string, err error) error {
-		if mode == "on" {
+		if mode == "on" || mode == "unguarded" {
 			if err != nil {
 				return fmt.Errorf("--cold-passthrough on: %s: %w", reason, err)
 			}
@@ -48,6 +48,12 @@ func (s *stack) startCold() error {
 	}
 	if mode == "off" {
 		return off("turned off (--cold-passthrough off)", nil)
+	}
+	if !s.task && mode != "unguarded" {
+		// The kernel asks before reads of a cold file, not before the page
+		// faults of a mapping: ferry guards the mappings of its own task
+		// only (mapguard.go).
+		return off("ferry mount has no task of its own, whose mappings of files not yet whole ferry could guard (--cold-passthrough unguarded passes every process's opens through)", nil)
 	}
 	if on, why := s.srv.Passthrough(); !on {
 		return off("FUSE passthrough is off ("+why+")", nil)
@@ -69,7 +75,11 @@ func (s *stack) startCold() error {
 	}
 	s.cold = c
 	s.blocks.SetPrecontent(l)
-	s.log.Info("cold passthrough on: files not yet wholly cached pass through too; the kernel asks ferry for each missing range (fanotify pre-content events)")
+	if mode == "unguarded" {
+		s.log.Warn("cold passthrough on for every process (--cold-passthrough unguarded): files not yet wholly cached pass through too, and a process that maps one (mmap) before it is whole reads zeros where it is not cached")
+	} else {
+		s.log.Info("cold passthrough on: files not yet wholly cached pass through too for the task's processes; the kernel asks ferry for each missing range (fanotify pre-content events), and ferry makes a file whole before the task maps it")
+	}
 	return nil
 }
 

@@ -36,6 +36,8 @@ type observer struct {
 	// stage is the task's input staging (nil when off); /metrics reads it
 	// from other goroutines.
 	stage atomic.Pointer[staging]
+	// dirReadahead: directory readahead is on (the summary reports it).
+	dirReadahead bool
 }
 
 // newObserver registers the backend collectors on reg.
@@ -65,6 +67,10 @@ func (o *observer) retryHook(provider string, next func(op string, attempt int, 
 func (o *observer) attach(blocks *block.Cache, wb *writeback.Manager) {
 	metrics.NewCache(o.reg, cacheSnapshot(blocks))
 	metrics.NewStage(o.reg, func() metrics.StageSnapshot { return o.stage.Load().snapshot() })
+	metrics.NewDirReadahead(o.reg, func() metrics.DirReadaheadSnapshot {
+		p := blocks.PredictStats()
+		return metrics.DirReadaheadSnapshot{Files: p.Files, PredictedBytes: p.PredictedBytes, HitBytes: p.HitBytes, WastedBytes: p.WastedBytes}
+	})
 	o.writeback = metrics.NewWriteback(o.reg, writebackSnapshot(wb), metrics.WritebackOptions{})
 }
 
@@ -148,6 +154,11 @@ func (o *observer) fillSummary(s *Summary, blocks *block.Cache, wb *writeback.Ma
 		s.PassthroughFiles = cs.PassthroughOpens
 		s.BytesPassthrough = cs.PassthroughBytes
 		s.ColdFiles, s.ReadsDenied = cs.ColdOpens, cs.ColdDenied
+		if o.dirReadahead {
+			// The task ended: what it did not read of the predictions is wasted.
+			p := blocks.SettlePredictions()
+			s.DirReadahead = &DirReadaheadSummary{Files: p.Files, PredictedBytes: p.PredictedBytes, HitBytes: p.HitBytes, WastedBytes: p.WastedBytes}
+		}
 	}
 	if wb != nil {
 		ws := wb.Stats()

@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg config.Config, argv []string, opts Options) in
 		return finish(st, code) // 127: .command.sh never appeared
 	}
 	opts.Stdout, opts.Stderr = opts.Nextflow.taskOutput(opts.Stdout, opts.Stderr)
-	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended(), st.iso)
+	code := runTask(ctx, bin, argv, opts, log, st.obs, st.ended(), st.taskGuard(), st.iso)
 	stg.stop()
 	return finish(st, code)
 }
@@ -90,6 +90,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 	if err != nil {
 		return nil, err
 	}
+	st.task = task
 	if task {
 		if st.iso, err = planIsolation(cfg, log); err != nil {
 			st.close()
@@ -115,13 +116,25 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 // outside), the task's process group gets SIGTERM, as when ferry gets
 // one, and runTask waits for the task.
 //
-// With iso, the task starts in a mount namespace of its own where the
-// cache directory is covered (isolate.go); when that fails, the task
-// starts as without (one warning), or, under --isolate-cache on, not at
-// all (exit 1).
-func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}, iso *isolation) int {
+// With guard, the task starts under the mapping guard (mapguard.go).
+// With iso, it starts in a mount namespace of its own where the cache
+// directory is covered (isolate.go); when that fails, the task starts as
+// without (one warning), or, under --isolate-cache on, not at all (exit
+// 1).
+func runTask(ctx context.Context, bin string, argv []string, opts Options, log *slog.Logger, obs *observer, ended <-chan struct{}, guard *mapGuard, iso *isolation) int {
 	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Args = argv
+	var sock *os.File
+	if guard != nil {
+		// Through this binary again: it puts the task under the mapping
+		// guard (mapguard.go) and execs it.
+		var err error
+		if cmd, sock, err = guardedCommand(bin, argv); err != nil {
+			log.Warn("cold passthrough: the task's mappings cannot be guarded, so its reads of files not wholly cached go through ferry", "err", err.Error())
+			cmd, guard = exec.Command(bin, argv[1:]...), nil
+			cmd.Args = argv
+		}
+	}
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if opts.Stdout != nil {
@@ -145,6 +158,10 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 	if ie := (*isolateError)(nil); errors.As(err, &ie) {
 		if _, err := iso.unavailable(ie.err); err != nil {
 			log.Error("ferry could not start the task: " + err.Error())
+			if sock != nil {
+				sock.Close()
+				cmd.ExtraFiles[0].Close()
+			}
 			return ExitStartFailure
 		}
 		go startAndWait(cmd, nil, started, done) // owner: runTask, as above
@@ -158,6 +175,14 @@ func runTask(ctx context.Context, bin string, argv []string, opts Options, log *
 		return 126
 	}
 	pgid := cmd.Process.Pid
+	if guard != nil {
+		cmd.ExtraFiles[0].Close()
+		if err := guard.receive(sock, cmd.Process.Pid); err != nil {
+			log.Warn("cold passthrough: the task runs without the mapping guard, so its reads of files not wholly cached go through ferry", "err", err.Error())
+		}
+		sock.Close()
+		defer guard.stop()
+	}
 	for {
 		select {
 		case s := <-sigs:

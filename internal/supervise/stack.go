@@ -35,6 +35,10 @@ type stack struct {
 	hooks  Hooks
 	obs    *observer // metrics, /metrics listener, exit summary
 	cold   *cold     // cold passthrough, when on (cold.go)
+	// guard is the mapping guard of the task (ferry run; nil for ferry
+	// mount): cold files are handed only to the processes it guards.
+	guard *mapGuard
+	task  bool // a task of its own (ferry run): set before mount
 	// iso is the plan of the task's mount namespace (isolate.go); nil
 	// for ferry mount, and when the task runs in ferry's namespace.
 	iso *isolation
@@ -129,9 +133,10 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 		return nil, fmt.Errorf("write-back journal: %w", err)
 	}
 	s.obs.attach(s.blocks, s.wb)
+	s.obs.dirReadahead = cfg.DirReadahead
 	// With --allow-other the kernel checks permissions against the
 	// attributes: they must be each object's own (vfs.Options.ExactAttrs).
-	s.fs = vfs.New(vfs.Options{ExactAttrs: cfg.AllowOther}, vfs.Deps{
+	s.fs = vfs.New(vfs.Options{ExactAttrs: cfg.AllowOther, DirReadahead: cfg.DirReadahead}, vfs.Deps{
 		Resolve: s.stores.resolve, Writeback: s.wb, Blocks: s.blocks, Meta: s.meta, Logger: log,
 	})
 	return s, nil
@@ -157,10 +162,23 @@ func (s *stack) mount() error {
 			}
 		}
 	}
-	srv, err := fusefs.Mount(dir, s.fs, fusefs.Options{
+	opts := fusefs.Options{
 		Metrics: metrics.NewFUSE(s.reg), AllowOther: s.cfg.AllowOther,
 		Passthrough: s.cfg.Passthrough, BackingDir: s.blocks.Config().Dir,
-	})
+	}
+	switch {
+	case s.cfg.ColdPassthrough == "unguarded":
+		opts.Guarded = func(uint32) bool { return true }
+	case s.task:
+		g, err := newMapGuard(s.fs, s.log)
+		if err != nil {
+			s.iso.unbindMountPoint()
+			return err
+		}
+		s.guard = g
+		opts.Guarded = g.guarded
+	}
+	srv, err := fusefs.Mount(dir, s.fs, opts)
 	if err != nil {
 		s.iso.unbindMountPoint()
 		return err
@@ -168,6 +186,12 @@ func (s *stack) mount() error {
 	s.srv = srv
 	if s.iso != nil {
 		s.iso.noteMounted()
+	}
+	if s.guard != nil {
+		if err := s.guard.setMount(dir); err != nil {
+			s.unmount()
+			return err
+		}
 	}
 	if on, why := srv.Passthrough(); on {
 		s.log.Info("FUSE passthrough on: the kernel reads wholly cached files from the cache without ferry")
@@ -182,6 +206,15 @@ func (s *stack) mount() error {
 	// opened a file in the mount point after the task, or a test, could
 	// already have unmounted it: ENOENT, and ferry exited 1 at start.)
 	return nil
+}
+
+// taskGuard returns the mapping guard to start the task under: when cold
+// passthrough is on (nil otherwise: the task gets no cold files).
+func (s *stack) taskGuard() *mapGuard {
+	if s.cold == nil || s.guard == nil {
+		return nil
+	}
+	return s.guard
 }
 
 // unmount unmounts, lazily when something still holds the mount. A mount

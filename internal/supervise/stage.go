@@ -219,7 +219,9 @@ func openScript(ctx context.Context, d stageDeps, l nextflow.Location) (io.ReadC
 
 // expandInputs stats each location (stageStats at a time) and lists the
 // directories among them, returning the objects to stage in order (index
-// and small files first, then the others as given) and how many
+// and small files first, then the larger objects of directories, then
+// the others as given; the first three groups staged side by side with
+// the download budget's parallelism) and how many
 // locations were missing or could not be read (each logged once).
 func expandInputs(ctx context.Context, d stageDeps, locs []nextflow.Location) ([]block.StageInput, int) {
 	found := make([][]block.StageInput, len(locs))
@@ -232,7 +234,7 @@ func expandInputs(ctx context.Context, d stageDeps, locs []nextflow.Location) ([
 		go func() { // owner: expandInputs, which waits on wg
 			defer wg.Done()
 			defer func() { <-sem }()
-			objs, st, err := expandInput(ctx, d, l)
+			objs, st, dir, err := expandInput(ctx, d, l)
 			if err != nil {
 				failed[i] = true
 				if ctx.Err() == nil {
@@ -242,7 +244,8 @@ func expandInputs(ctx context.Context, d stageDeps, locs []nextflow.Location) ([
 			}
 			for _, o := range objs {
 				ref := block.Ref{Store: st, StoreID: l.Scheme + "/" + l.Bucket, Key: o.Key, Version: o.Version, Size: o.Size}
-				found[i] = append(found[i], block.StageInput{Ref: ref, Early: indexLike(o.Key) || o.Size <= smallInput})
+				// A directory's objects are staged side by side, whatever their size.
+				found[i] = append(found[i], block.StageInput{Ref: ref, Early: dir || indexLike(o.Key) || o.Size <= smallInput})
 			}
 		}()
 	}
@@ -263,10 +266,12 @@ func expandInputs(ctx context.Context, d stageDeps, locs []nextflow.Location) ([
 		switch {
 		case in.Early && indexLike(in.Ref.Key):
 			return 0
-		case in.Early:
+		case in.Early && in.Ref.Size <= smallInput:
 			return 1
+		case in.Early:
+			return 2 // a directory's larger objects
 		}
-		return 2
+		return 3
 	}
 	slices.SortStableFunc(all, func(a, b block.StageInput) int { return rank(a) - rank(b) })
 	return all, missing
@@ -284,28 +289,28 @@ func skipReason(err error) string {
 }
 
 // expandInput returns the object at l, or the objects below it when it is
-// a directory (directory markers and empty objects left out).
-func expandInput(ctx context.Context, d stageDeps, l nextflow.Location) ([]objstore.ObjectInfo, objstore.Store, error) {
-	st, err := d.resolve(ctx, l.Scheme, l.Bucket)
+// a directory (dir; directory markers and empty objects left out).
+func expandInput(ctx context.Context, d stageDeps, l nextflow.Location) (objs []objstore.ObjectInfo, st objstore.Store, dir bool, err error) {
+	st, err = d.resolve(ctx, l.Scheme, l.Bucket)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	info, err := st.Stat(ctx, l.Key)
 	if err == nil {
-		return []objstore.ObjectInfo{info}, st, nil
+		return []objstore.ObjectInfo{info}, st, false, nil
 	}
 	if !errors.Is(err, objstore.ErrNotFound) {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	objs, _, lerr := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: l.Key + "/"})
+	all, _, lerr := objstore.ListAll(ctx, st, objstore.ListOptions{Prefix: l.Key + "/"})
 	if lerr != nil {
-		return nil, nil, lerr
+		return nil, nil, false, lerr
 	}
-	out := files(objs)
+	out := files(all)
 	if len(out) == 0 {
-		return nil, nil, err // the Stat's "not found"
+		return nil, nil, false, err // the Stat's "not found"
 	}
-	return out, st, nil
+	return out, st, true, nil
 }
 
 // stop ends the staging (the task exited) and settles its accounting;

@@ -64,6 +64,17 @@ type Summary struct {
 	Errors  int64 `json:"errors"`
 	// Stage is the input staging of a Nextflow task (absent when off).
 	Stage *StageSummary `json:"stage,omitempty"`
+	// DirReadahead is what directory readahead fetched (absent when off).
+	DirReadahead *DirReadaheadSummary `json:"dir_readahead,omitempty"`
+}
+
+// DirReadaheadSummary is the "dir_readahead" object of the exit summary:
+// files fetched before the task opened them (whole cache blocks).
+type DirReadaheadSummary struct {
+	Files          int64 `json:"files"`           // files predicted
+	PredictedBytes int64 `json:"predicted_bytes"` // fetched before the task read them
+	HitBytes       int64 `json:"hit_bytes"`       // of those, read by the task without waiting
+	WastedBytes    int64 `json:"wasted_bytes"`    // of those, never read
 }
 
 // CPUTimes is user and system CPU time.

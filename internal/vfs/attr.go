@@ -91,12 +91,23 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		// is durable); a directory l may exist all the same.
 		return fs.dirAttrOnly(ctx, l)
 	}
+	par, name := l.parent()
+	if hiddenName(name) {
+		return Attr{}, syscall.ENOENT // another tool's directory marker
+	}
 	if e, ok := fs.deps.Meta.Stat(l.cacheKey()); ok {
 		switch e.Kind {
 		case meta.KindNone:
 			return Attr{}, syscall.ENOENT
 		case meta.KindDir:
 			return fs.dirAttrOf(ctx, l)
+		}
+		// The object was stat'ed; a listing since may show a directory
+		// of its name, which wins.
+		if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+			if le, found := ls.Has(name); found && le.Kind == meta.KindDir {
+				return fs.dirAttrOf(ctx, l)
+			}
 		}
 		return fs.entryAttr(e.Kind, e.Info), nil
 	}
@@ -111,7 +122,6 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 	// files (maybeNode).
 	// A directory with repeated lookup misses is listed once, so that a
 	// stat of every name costs one paginated LIST, not a request per name.
-	par, name := l.parent()
 	ls, ok := fs.deps.Meta.List(par.cacheKey())
 	if !ok && fs.missedOften(par) {
 		ls, ok = fs.tryListing(ctx, par)
@@ -128,6 +138,14 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 			}
 		}
 		switch {
+		case !found && fs.isShadowed(par):
+			// par is an object too: MinIO lists nothing below it, so
+			// only the store tells whether the name is there.
+			a, err := fs.remoteAttr(ctx, l)
+			if err != nil {
+				fs.logErr("lookup", l, err)
+			}
+			return a, err
 		case !found:
 			return Attr{}, syscall.ENOENT
 		case e.Kind == meta.KindDir:
@@ -191,6 +209,9 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 			return Attr{}, err
 		}
 		if !hidden {
+			if statErr == nil { // an object of its name too, hidden
+				fs.noteShadowed(l, isDirObject(info))
+			}
 			fs.deps.Meta.PutStat(ck, meta.KindDir, objstore.ObjectInfo{})
 			// The first key below l is its marker when it has one.
 			if len(page.Objects) == 0 || page.Objects[0].Key != l.Key+"/" {
@@ -201,6 +222,9 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 	}
 	if statErr == nil {
 		kind := kindOf(info)
+		if kind == meta.KindDir {
+			return fs.dirObjectAttr(ctx, l)
+		}
 		fs.putStat(l, kind, info)
 		return fs.entryAttr(kind, info), nil
 	}
@@ -219,8 +243,12 @@ func maybeNode(info objstore.ObjectInfo) bool {
 	return info.Size == 0 || info.Size == writeback.SymlinkBodySize
 }
 
-// kindOf tells the kind of an object from its metadata.
+// kindOf tells the kind of an object from its metadata (and type: a
+// directory object is a directory, layout.go).
 func kindOf(info objstore.ObjectInfo) meta.Kind {
+	if isDirObject(info) {
+		return meta.KindDir
+	}
 	if _, ok := info.Metadata[SymlinkMeta]; ok {
 		return meta.KindSymlink
 	}
@@ -344,8 +372,27 @@ func (fs *FS) statFile(ctx context.Context, l Loc) (Attr, error) {
 		return Attr{}, err
 	}
 	kind := kindOf(info)
+	if kind == meta.KindDir {
+		return fs.dirObjectAttr(ctx, l)
+	}
 	fs.putStat(l, kind, info)
 	return fs.entryAttr(kind, info), nil
+}
+
+// dirObjectAttr is the attributes of the directory l whose object is a
+// directory object (a HEAD showed it).
+func (fs *FS) dirObjectAttr(ctx context.Context, l Loc) (Attr, error) {
+	fs.noteShadowed(l, true)
+	fs.deps.Meta.PutStat(l.cacheKey(), meta.KindDir, objstore.ObjectInfo{})
+	// A listing without metadata (S3) showed it as a file: readdir shows
+	// a directory from now on.
+	par, name := l.parent()
+	if ls, ok := fs.deps.Meta.List(par.cacheKey()); ok {
+		if e, found := ls.Has(name); found && e.Kind != meta.KindDir {
+			ls.Add(meta.DirEntry{Name: name, Kind: meta.KindDir})
+		}
+	}
+	return fs.dirAttrOf(ctx, l)
 }
 
 // missedOften counts lookups in a directory that has no cached listing and

@@ -9,8 +9,9 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
-// Caller is the process making a request: what it creates is its own.
-type Caller struct{ Uid, Gid uint32 }
+// Caller is the process making a request: what it creates is its own,
+// and what it opens feeds its directory readahead (fileahead.go).
+type Caller struct{ Uid, Gid, Pid uint32 }
 
 type callerKey struct{}
 
@@ -70,6 +71,9 @@ func (fs *FS) Mknod(ctx context.Context, p string, mode, rdev uint32) error {
 	}
 	if l.Key == "" {
 		return syscall.EPERM
+	}
+	if err := refuseHidden(l); err != nil {
+		return err
 	}
 	if _, err := fs.getattr(ctx, l); err == nil {
 		return syscall.EEXIST

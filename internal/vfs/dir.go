@@ -93,6 +93,7 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 	dirty := fs.dirtyEntries(l, prefix)
 	pending := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)
 	var ents []meta.DirEntry
+	objects := map[string]bool{} // names of the objects listed (see layout.go)
 	listMeta := st.Caps().ListMetadata
 	opts := objstore.ListOptions{Prefix: prefix, Delimiter: "/"}
 	for pages := 1; ; pages++ {
@@ -115,10 +116,18 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 				}
 				continue
 			}
+			if hiddenName(name) {
+				continue // another tool's directory marker
+			}
 			k := meta.KindFile
 			if listMeta {
 				k = kindOf(o) // else only a HEAD tells
 			}
+			if k == meta.KindDir { // a directory object
+				fs.noteShadowed(l.child(name), true)
+				o = objstore.ObjectInfo{}
+			}
+			objects[name] = true
 			ents = append(ents, meta.DirEntry{Name: name, Kind: k, Info: o})
 		}
 		for _, pf := range page.Prefixes {
@@ -136,6 +145,9 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 				} else if hidden {
 					continue // only old names of renamed files, about to go
 				}
+			}
+			if objects[name] {
+				fs.noteShadowed(l.child(name), false) // the directory hides the object
 			}
 			ents = append(ents, meta.DirEntry{Name: name, Kind: meta.KindDir})
 		}
@@ -244,6 +256,9 @@ func (fs *FS) MkdirMode(ctx context.Context, p string, mode uint32) error {
 	if l.Key == "" {
 		return syscall.EPERM // buckets are not created through the mount
 	}
+	if err := refuseHidden(l); err != nil {
+		return err
+	}
 	if _, err := fs.getattr(ctx, l); err == nil {
 		return syscall.EEXIST
 	} else if !errIs(err, syscall.ENOENT) && !errIs(err, objstore.ErrNotFound) {
@@ -308,6 +323,10 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 		return syscall.ENOTEMPTY
 	}
 	if err := st.Delete(ctx, l.dirPrefix(), objstore.DeleteOptions{}); err != nil {
+		fs.logErr("rmdir", l, err)
+		return err
+	}
+	if err := fs.dropDirObject(ctx, st, l); err != nil {
 		fs.logErr("rmdir", l, err)
 		return err
 	}

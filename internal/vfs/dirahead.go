@@ -55,8 +55,12 @@ func (a *dirAhead) close() {
 }
 
 // Close stops the background work of the file system (directory
-// walk-ahead) and waits for it; call it after unmounting.
-func (fs *FS) Close() { fs.ahead.close() }
+// walk-ahead, directory readahead of files) and waits for it; call it
+// after unmounting.
+func (fs *FS) Close() {
+	fs.fahead.stop()
+	fs.ahead.close()
+}
 
 // walkAhead is called after l was listed for a readdir: when the sibling
 // directory just before l was listed too (a walker), it lists the next

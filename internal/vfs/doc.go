@@ -11,7 +11,14 @@
 // Names: a key "a" beside keys under "a/" shows as the directory a; the
 // object "a" is then shadowed (not reachable through the mount), as in
 // Mountpoint for S3. Keys with empty path components ("a//b"), or "." and
-// ".." components, are not shown.
+// ".." components, are not shown. Other tools' layouts (Hadoop's
+// "_$folder$" markers, s3fs's application/x-directory objects, MinIO's
+// unlisted keys below an object) are in layout.go.
+//
+// Reads: directory readahead (fileahead.go, walk.go) follows each
+// process's opens through the tree in find order and has the block cache
+// fetch the files it is about to open; dirahead.go lists the sibling
+// directories of a walk ahead.
 //
 // Attributes: mode, owner and times are object metadata (writeback.Attrs),
 // a directory's its marker's (dirattr.go); what listings lack is known

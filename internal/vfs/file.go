@@ -126,6 +126,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 	if err != nil {
 		return nil, err
 	}
+	fs.noteOpen(ctx, l) // directory readahead: the files it will open next
 	fs.mu.Lock()
 	keep := fs.seen[l.cacheKey()] == info.Version
 	fs.seen[l.cacheKey()] = info.Version
@@ -186,6 +187,9 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	}
 	if l.Key == "" {
 		return nil, syscall.EISDIR
+	}
+	if err := refuseHidden(l); err != nil {
+		return nil, err
 	}
 	if fl.Excl {
 		if _, err := fs.getattr(ctx, l); err == nil {
@@ -267,20 +271,37 @@ func (h *Handle) CachedFile(off int64, n int) (f *os.File, fileOff int64, m int,
 // Backing returns a read-only descriptor of a cache file that holds the
 // clean object h reads, for the FUSE layer to hand the kernel
 // (passthrough), and the identity of its bytes (two handles with the same
-// id read the same bytes): a whole, verified file, or with cold
-// passthrough a sparse one the block cache fills as the kernel asks (see
-// block.Reader.Backing). ok is false for a handle open for writing, a
-// file with local changes, an object that cannot be passed through (not
-// wholly cached without cold passthrough, too large for it, empty). The
-// caller closes f.
-func (h *Handle) Backing() (f *os.File, id string, ok bool) {
+// id read the same bytes): a whole, verified file, or with cold true and
+// cold passthrough on, possibly a sparse one the block cache fills as the
+// kernel asks (partial; see block.Reader.Backing: it must be made whole,
+// CompleteBacking, before anything may map it). ok is false for a handle
+// open for writing, a file with local changes, an object that cannot be
+// passed through. The caller closes f.
+func (h *Handle) Backing(cold bool) (f *os.File, id string, partial, ok bool) {
 	h.mu.Lock()
 	rd := h.rd
 	h.mu.Unlock()
 	if rd == nil || h.wf != nil || h.dirty() != nil {
-		return nil, "", false
+		return nil, "", false, false
 	}
-	return rd.Backing()
+	return rd.Backing(cold)
+}
+
+// CompleteBacking makes the cache file h passes through whole, when it
+// was handed out cold (see Backing).
+func (h *Handle) CompleteBacking(ctx context.Context) error {
+	h.mu.Lock()
+	rd := h.rd
+	h.mu.Unlock()
+	if rd == nil {
+		return nil
+	}
+	if err := rd.CompleteBacking(ctx); err != nil {
+		l, _ := h.where()
+		h.fs.logErr("complete cache file", l, err)
+		return err
+	}
+	return nil
 }
 
 // NotePassthrough records that the kernel serves h's reads from the file

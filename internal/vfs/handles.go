@@ -71,25 +71,72 @@ func (fs *FS) adoptAt(l Loc, f *writeback.File) {
 
 // keepSnapshots completes, before a local change to l (an open for
 // writing, a truncate, a chmod) can replace the version in the bucket,
-// the cache of the version the clean passthrough handles at l read: the
-// kernel reads it from its cache file, which with cold passthrough may
-// still have holes that only that version can fill. A handle that cannot
-// keep it (the version is gone already) reads ESTALE where it lacks bytes.
+// the cache files the clean passthrough handles at l read: the kernel
+// reads them, and with cold passthrough they may still have holes that
+// only that version can fill. A handle that cannot keep it (the version
+// is gone already) fails its reads there (EIO).
 func (fs *FS) keepSnapshots(ctx context.Context, l Loc) {
+	for _, h := range fs.passthroughAt(l) {
+		h.CompleteBacking(ctx)
+	}
+}
+
+// keepSnapshotsUnder is keepSnapshots for l and, when l is a directory,
+// every name below it: before a rename moves (copies, then deletes) the
+// objects those handles read.
+func (fs *FS) keepSnapshotsUnder(ctx context.Context, l Loc) {
+	k := l.cacheKey()
+	fs.hmu.Lock()
+	var ls []Loc
+	for name, set := range fs.open {
+		rest, ok := strings.CutPrefix(name, k)
+		if !ok || (rest != "" && rest[0] != '/') || len(set) == 0 {
+			continue
+		}
+		for h := range set {
+			ls = append(ls, h.loc)
+			break
+		}
+	}
+	fs.hmu.Unlock()
+	for _, l := range ls {
+		fs.keepSnapshots(ctx, l)
+	}
+}
+
+// CompleteBackings makes whole the cache files that the passthrough
+// handles open at p read (p as Open takes it): before a mapping of one
+// of them can read a hole (the kernel asks ferry before the reads of a
+// file it passes through cold, not before the faults of its mappings).
+func (fs *FS) CompleteBackings(ctx context.Context, p string) error {
+	l, err := Parse(p)
+	if err != nil {
+		return err
+	}
+	for _, h := range fs.passthroughAt(l) {
+		if err := h.CompleteBacking(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// passthroughAt returns the clean handles open at l whose reads pass
+// through.
+func (fs *FS) passthroughAt(l Loc) []*Handle {
+	var out []*Handle
 	for _, h := range fs.handlesAt(l) {
 		if h.wf != nil {
 			continue
 		}
 		h.mu.Lock()
-		rd, ref, pt, gone := h.rd, h.ref, h.pt, h.unlinked
+		ok := h.pt && !h.unlinked && h.rd != nil && h.ref.Size > 0
 		h.mu.Unlock()
-		if !pt || gone || rd == nil || ref.Size == 0 {
-			continue
-		}
-		if err := fs.deps.Blocks.Prefetch(ctx, ref, nil); err != nil {
-			fs.logErr("keep open version", l, err)
+		if ok {
+			out = append(out, h)
 		}
 	}
+	return out
 }
 
 // Attr is what fstat shows of the open file: the dirty file it writes,
@@ -250,12 +297,19 @@ func (fs *FS) orphanHandles(ctx context.Context, l Loc) error {
 			continue
 		}
 		h.mu.Lock()
-		ref, rd := h.ref, h.rd
+		ref, rd, pt := h.ref, h.rd, h.pt
 		h.mu.Unlock()
 		if rd == nil || ref.Size == 0 {
 			continue
 		}
-		if err := fs.deps.Blocks.Prefetch(ctx, ref, nil); err != nil {
+		var err error
+		if pt {
+			// It reads its own cache file (passthrough; maybe opened cold).
+			err = rd.CompleteBacking(ctx)
+		} else {
+			err = fs.deps.Blocks.Prefetch(ctx, ref, nil)
+		}
+		if err != nil {
 			fs.logErr("keep unlinked", l, err)
 			if !errIs(err, objstore.ErrPrecondition) && !errIs(err, objstore.ErrNotFound) {
 				return err

@@ -83,6 +83,9 @@ func (fs *FS) Symlink(ctx context.Context, p, target string) error {
 	if l.Key == "" {
 		return syscall.EPERM
 	}
+	if err := refuseHidden(l); err != nil {
+		return err
+	}
 	if err := writeback.ValidSymlinkTarget(target); err != nil {
 		return err
 	}
@@ -152,6 +155,9 @@ func (fs *FS) Rename(ctx context.Context, from, to string, fl RenameFlags) error
 	}
 	if src.Key == "" || dst.Key == "" {
 		return syscall.EPERM
+	}
+	if err := refuseHidden(dst); err != nil {
+		return err
 	}
 	if fl.Exchange {
 		return syscall.EINVAL
@@ -254,6 +260,9 @@ func (fs *FS) renameOne(ctx context.Context, st objstore.Store, src, dst Loc) er
 	if err := wb.Detach(ctx, dst.target()); err != nil {
 		return err
 	}
+	// Descriptors that pass through read the version they opened from its
+	// cache file: keep it whole before the object goes.
+	fs.keepSnapshots(ctx, src)
 	info, err := fs.copyRenamed(ctx, st, src, dst)
 	if err != nil {
 		return err
@@ -304,6 +313,7 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 	// fail with ENOTEMPTY on the part already at dst. Finish it (errors
 	// of the store still stop it: see Limits in the README).
 	ctx = context.WithoutCancel(ctx)
+	fs.keepSnapshotsUnder(ctx, src) // the objects below go (see renameOne)
 	sp, dp := src.Key+"/", dst.Key+"/"
 	// Dirty files first, the bucket after: an upload that lands (and whose
 	// file writeback then forgets) between the two looks is then in the
@@ -362,6 +372,9 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 		if _, err := st.Put(ctx, dp, emptyReader{}, 0, objstore.PutOptions{}); err != nil {
 			return err
 		}
+	}
+	if err := fs.dropDirObject(ctx, st, src); err != nil {
+		return err
 	}
 	fs.deps.Meta.Clear() // names below both trees changed
 	return nil

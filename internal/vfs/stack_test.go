@@ -19,6 +19,13 @@ import (
 // all closed at the test's end. Cleanups registered after it run first.
 func newTestFS(t *testing.T, resolve func(ctx context.Context, scheme, bucket string) (objstore.Store, error), maxEntries, blockBytes int64) (*FS, *writeback.Manager) {
 	t.Helper()
+	fs, wb, _ := newTestFSOpts(t, resolve, maxEntries, blockBytes, Options{})
+	return fs, wb
+}
+
+// newTestFSOpts is newTestFS with Options, also returning the block cache.
+func newTestFSOpts(t *testing.T, resolve func(ctx context.Context, scheme, bucket string) (objstore.Store, error), maxEntries, blockBytes int64, opts Options) (*FS, *writeback.Manager, *block.Cache) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	wb, err := writeback.New(context.Background(), writeback.Config{
 		Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log,
@@ -38,7 +45,7 @@ func newTestFS(t *testing.T, resolve func(ctx context.Context, scheme, bucket st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bc.Close() })
-	fs := New(Options{}, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
+	fs := New(opts, Deps{Resolve: resolve, Writeback: wb, Blocks: bc, Meta: mc, Logger: log})
 	t.Cleanup(fs.Close) // before the caches close: it waits for background listings
-	return fs, wb
+	return fs, wb, bc
 }

@@ -55,6 +55,10 @@ type Options struct {
 	// stats the object (a HEAD) unless its metadata is known. Set it when
 	// the kernel enforces permissions (allow_other, default_permissions).
 	ExactAttrs bool
+	// DirReadahead: fetch the files a process is about to open, when it
+	// reads the files of a directory one after the other
+	// (fileahead.go).
+	DirReadahead bool
 }
 
 // FS is the file system. All methods are safe for concurrent use.
@@ -63,18 +67,23 @@ type FS struct {
 	deps Deps
 	log  *slog.Logger
 
-	mu      sync.Mutex             // guards buckets, seen, misses and odd
+	mu      sync.Mutex             // guards buckets, seen, misses, odd, shadowed and dirObjs; a leaf lock
 	buckets map[string]bucketState // "s3/b" -> existence; guarded by mu
 	seen    map[string]string      // "s3/b/k" -> last version opened; guarded by mu
 	misses  map[string]missCount   // dir -> lookups without a listing; guarded by mu
 	odd     map[string]struct{}    // keys skipped by listings, logged once; guarded by mu
+	// shadowed: directories that are objects too; dirObjs: those whose
+	// object is a directory object (layout.go). Guarded by mu.
+	shadowed map[string]struct{}
+	dirObjs  map[string]struct{}
 
 	// hmu guards open: the open handles by the name of their file
 	// (Loc.cacheKey), see handles.go. Lock order: hmu, then Handle.mu.
 	hmu  sync.Mutex
 	open map[string]map[*Handle]struct{}
 
-	ahead *dirAhead // background listings of a directory walk (dirahead.go)
+	ahead  *dirAhead  // background listings of a directory walk (dirahead.go)
+	fahead *fileAhead // directory readahead of files (fileahead.go)
 
 	start time.Time // the mount's start: the times of directories without any
 
@@ -112,7 +121,8 @@ func New(opts Options, deps Deps) *FS {
 	if opts.Uid == 0 && opts.Gid == 0 {
 		opts.Uid, opts.Gid = uint32(os.Getuid()), uint32(os.Getgid())
 	}
-	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(),
+	return &FS{opts: opts, deps: deps, log: deps.Logger, buckets: map[string]bucketState{}, seen: map[string]string{}, misses: map[string]missCount{}, odd: map[string]struct{}{}, open: map[string]map[*Handle]struct{}{}, ahead: newDirAhead(), fahead: newFileAhead(opts.DirReadahead, deps.Blocks),
+		shadowed: map[string]struct{}{}, dirObjs: map[string]struct{}{},
 		start: time.Now(), dirs: map[string]*dirState{}, mflight: map[string]chan struct{}{}, known: map[string]knownMeta{}}
 }
 

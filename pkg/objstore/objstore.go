@@ -78,6 +78,10 @@ type ObjectInfo struct {
 	// Metadata is user metadata (lower-case keys, without the provider's
 	// prefix such as x-amz-meta-).
 	Metadata map[string]string
+	// ContentType is the object's media type as stored, where the call
+	// returns it: Stat and NewReader on every backend, List where
+	// Caps().ListMetadata ("" when unknown).
+	ContentType string
 }
 
 // ReadOptions are the options of NewReader.

@@ -65,6 +65,9 @@ type Cache struct {
 	// fill). Taken before a coldFile's mu and before mu, never after.
 	coldMu sync.Mutex
 	cold   map[*objFile]*coldFile
+	// pred runs directory-readahead fetches and keeps their ledger
+	// (predict.go); it has its own lock.
+	pred predictor
 
 	// mu guards every field below, the refs, idleEl and gone fields of
 	// every objFile, and the mutable fields of every job and flight. Never

@@ -248,6 +248,13 @@ func (cf *coldFile) checkWhole() {
 	}()
 }
 
+// isWhole reports whether cf's file is known whole and verified.
+func (cf *coldFile) isWhole() bool {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	return cf.whole
+}
+
 // setWhole records the outcome of a wholeness check.
 func (cf *coldFile) setWhole(ok bool) {
 	cf.mu.Lock()

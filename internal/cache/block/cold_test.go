@@ -49,7 +49,7 @@ func readBacking(t *testing.T, b *os.File, n int, want []byte) {
 func TestColdBacking(t *testing.T) {
 	f, l := coldFixture(t, 5<<20+123, Config{BlockSize: 1 << 20})
 	r := f.cache.Open(f.ref)
-	b, key, ok := r.Backing()
+	b, key, _, ok := r.Backing(true)
 	if !ok {
 		t.Fatal("no cold backing file for an object not in the cache")
 	}
@@ -80,7 +80,7 @@ func TestColdBacking(t *testing.T) {
 		t.Fatalf("%d events reading a whole file", n)
 	}
 	r2 := f.cache.Open(f.ref)
-	b2, key2, ok := r2.Backing()
+	b2, key2, _, ok := r2.Backing(true)
 	if !ok || key2 != key {
 		t.Fatalf("second Backing: ok %v key %q, want the first's %q", ok, key2, key)
 	}
@@ -100,7 +100,7 @@ func TestColdFetchFails(t *testing.T) {
 	f, _ := coldFixture(t, 3<<20, Config{BlockSize: 1 << 20})
 	r := f.cache.Open(f.ref)
 	defer r.Close()
-	b, _, ok := r.Backing()
+	b, _, _, ok := r.Backing(true)
 	if !ok {
 		t.Fatal("no cold backing file")
 	}
@@ -119,7 +119,7 @@ func TestColdEvictedWhileOpen(t *testing.T) {
 	f, _ := coldFixture(t, 4<<20, Config{BlockSize: 1 << 20})
 	r := f.cache.Open(f.ref)
 	defer r.Close()
-	b, _, ok := r.Backing()
+	b, _, _, ok := r.Backing(true)
 	if !ok {
 		t.Fatal("no cold backing file")
 	}
@@ -155,7 +155,7 @@ func TestColdDamagedBlock(t *testing.T) {
 	data.Close()
 	r := f.cache.Open(f.ref)
 	defer r.Close()
-	b, _, ok := r.Backing()
+	b, _, _, ok := r.Backing(true)
 	if !ok {
 		t.Fatal("no backing file")
 	}
@@ -175,7 +175,7 @@ func TestColdManyReaders(t *testing.T) {
 	f.store.delay = 5 * time.Millisecond
 	r := f.cache.Open(f.ref)
 	defer r.Close()
-	b, _, ok := r.Backing()
+	b, _, _, ok := r.Backing(true)
 	if !ok {
 		t.Fatal("no cold backing file")
 	}

@@ -13,13 +13,14 @@ import (
 )
 
 // prio orders queued fetches: a read waiting now before readahead,
-// readahead before input staging (stage.go), staging before background
-// fills.
+// readahead before directory readahead (predict.go), that before input
+// staging (stage.go), staging before background fills.
 type prio int
 
 const (
 	prioDemand prio = iota
 	prioReadahead
+	prioPredict
 	prioStage
 	prioFill
 	nPrio

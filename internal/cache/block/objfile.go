@@ -110,7 +110,7 @@ func (f *objFile) loadAll(c *Cache) bool {
 			continue
 		}
 		if buf == nil {
-			buf = make([]byte, per*o.recLen)
+			buf = make([]byte, min(per, o.nblocks)*o.recLen) // not 1 MiB for a one-block object
 		}
 		b := buf[:n*o.recLen]
 		if m, _ := f.idx.ReadAt(b, o.recOff(first)); int64(m) < int64(len(b)) {

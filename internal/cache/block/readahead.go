@@ -7,8 +7,10 @@ package block
 // so it doubles as a stream goes on; a read elsewhere ends the run, drops
 // the window to zero and its queued readahead, and the next read adjacent
 // to it starts a new run. The first read of a handle at offset 0 starts a
-// run at once (whole-file readers such as cat). Readahead is queued in
-// whole blocks, in runs of at least min(part, window/2), so GETs stay large.
+// run at once (whole-file readers such as cat); when the object fits in
+// one GET (at most a part), that first read fetches all of it with one
+// GET and no readahead is queued. Readahead is queued in whole blocks, in
+// runs of at least min(part, window/2), so GETs stay large.
 
 const (
 	seqSlack  = 2 << 20 // how far from the run's end a read still counts as sequential
@@ -37,6 +39,7 @@ type raPlan struct {
 	from, to  int64 // queue readahead of blocks [from, to)
 	collapsed bool  // a run ended: drop its queued readahead
 	random    bool  // this read was not sequential
+	whole     bool  // fetch the whole object with this read (one GET)
 }
 
 // observe records a read of [off, off+n) and returns the readahead to queue.
@@ -51,6 +54,12 @@ func (d *detector) observe(off, n int64, p raParams) raPlan {
 		d.next = max(d.next, end)
 	case first && off == 0:
 		d.runStart, d.next, d.issued = 0, end, 0
+		if p.nblocks <= p.partBlocks {
+			d.window = min(p.maxWindow, p.nblocks*p.bs)
+			d.issued = p.nblocks
+			plan.whole = true
+			return plan
+		}
 	default:
 		plan.collapsed = d.window > 0
 		plan.random = true

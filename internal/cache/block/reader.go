@@ -66,10 +66,15 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := min(int64(len(p)), size-off)
-	if err := r.observe(off, n); err != nil {
+	whole, err := r.observe(off, n)
+	if err != nil {
 		return 0, err
 	}
-	done, waited, err := r.read(ctx, p[:n], off)
+	end := (off+n-1)/r.o.bs + 1
+	if whole {
+		end = r.o.nblocks // a small object: one GET for all of it
+	}
+	done, waited, err := r.read(ctx, p[:n], off, end)
 	if waited {
 		r.c.st.misses.Add(1)
 	} else {
@@ -93,10 +98,10 @@ const (
 	waitFetched                 // missing: the read started the fetch (or read around the cache)
 )
 
-// read fills p from off block by block.
-func (r *Reader) read(ctx context.Context, p []byte, off int64) (done int, waited bool, err error) {
+// read fills p from off block by block; a missing block is fetched with
+// the missing blocks after it up to block end.
+func (r *Reader) read(ctx context.Context, p []byte, off, end int64) (done int, waited bool, err error) {
 	o := r.o
-	end := (off+int64(len(p))-1)/o.bs + 1
 	corrupt := 0
 	for done < len(p) {
 		pos := off + int64(done)
@@ -313,13 +318,14 @@ func (r *Reader) file() *heldObj {
 	return h
 }
 
-// observe feeds a read to the sequential detector and queues what it asks.
-func (r *Reader) observe(off, n int64) error {
+// observe feeds a read to the sequential detector and queues what it
+// asks; whole says the read should fetch the whole (small) object.
+func (r *Reader) observe(off, n int64) (whole bool, err error) {
 	c := r.c
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return ErrClosed
+		return false, ErrClosed
 	}
 	before := r.det.window
 	// Readahead lands in the cache: all windows together stay within a
@@ -339,7 +345,7 @@ func (r *Reader) observe(off, n int64) error {
 	if plan.to > plan.from {
 		c.plan(r.o, plan.from, plan.to, prioReadahead, r)
 	}
-	return nil
+	return plan.whole, nil
 }
 
 // CachedFile returns an open cache file and the offset in it that hold
@@ -374,8 +380,10 @@ func (r *Reader) CachedFile(off, n int64) (f *os.File, fileOff int64, ok bool) {
 			return nil, 0, false
 		}
 	}
-	if r.observe(off, n) != nil {
+	if whole, err := r.observe(off, n); err != nil {
 		return nil, 0, false
+	} else if whole {
+		r.c.plan(o, 0, o.nblocks, prioReadahead, r) // what is missing of a small object
 	}
 	of.touch()
 	r.c.st.hits.Add(1)
@@ -396,49 +404,82 @@ func (r *Reader) ID() string { return hexID(r.o.id) }
 // (and so counted in the cache's size) until it is closed: evicting it
 // unlinks it without breaking the open.
 //
-// The file is whole and verified (see seal.go), or, with cold
-// passthrough on (SetPrecontent), a sparse file whose missing ranges
-// this process fills as the kernel asks for them (cold.go). ok is false
-// otherwise: a block is missing (or failed its checksum: it is dropped
-// and fetched again by the next read), the object is empty, or too large
-// to open cold.
-func (r *Reader) Backing() (f *os.File, key string, ok bool) {
+// The file is whole and verified (see seal.go), or, when cold is true and
+// cold passthrough is on (SetPrecontent), possibly a sparse file whose
+// missing ranges this process fills as the kernel asks for them before
+// each read (cold.go); partial then says so. Such a file must not be
+// mapped (mmap) before it is whole: the kernel asks before reads, not
+// before the faults of a mapping made through FUSE (see CompleteBacking).
+// ok is false otherwise: a block is missing (or failed its checksum: it
+// is dropped and fetched again by the next read), the object is empty or
+// too large to open cold, or (cold false) it is open cold and not whole.
+func (r *Reader) Backing(cold bool) (f *os.File, key string, partial, ok bool) {
 	c := r.c
+	cold = cold && c.hsm.Load() != nil
 	h := r.file()
-	if h == nil && c.hsm.Load() != nil && c.coldAllowed(r.o.ref.Size) && c.roomFor(r.o.ref.Size) {
+	if h == nil && cold && c.coldAllowed(r.o.ref.Size) && c.roomFor(r.o.ref.Size) {
 		// Not on disk yet: make its files, to open them cold.
 		if of, err := c.openObj(r.o, true); err == nil {
 			h, _ = r.hold(of)
 		}
 	}
 	if h == nil {
-		return nil, "", false
+		return nil, "", false, false
 	}
 	defer r.unpin(h)
 	if cf := c.coldOf(h.f); cf != nil {
 		// Opened cold before (and maybe whole by now): share its file.
-		return r.coldBacking(cf)
+		if !cold && !cf.isWhole() {
+			c.coldRelease(cf)
+			return nil, "", false, false
+		}
+		f, key, ok := r.coldBacking(cf)
+		return f, key, ok && !cf.isWhole(), ok
 	}
 	if c.whole(h.f) {
 		ro, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", h.f.data.Fd()), os.O_RDONLY, 0)
 		if err != nil {
 			c.log.Debug("block cache: reopening a data file read-only", "path", r.o.dataPath(), "err", err)
-			return nil, "", false
+			return nil, "", false, false
 		}
 		h.f.touch()
 		c.watchBacking(h.f) // damage while it backs opens is found (watch.go)
-		return ro, backingKey(r.o, h.f), true
+		return ro, backingKey(r.o, h.f), false, true
 	}
-	if c.hsm.Load() == nil || !c.coldAllowed(r.o.ref.Size) || !c.roomFor(r.o.ref.Size) {
-		return nil, "", false
+	if !cold || !c.coldAllowed(r.o.ref.Size) || !c.roomFor(r.o.ref.Size) {
+		return nil, "", false, false
 	}
 	cf, err := c.coldFor(h.f)
 	if err != nil {
 		c.log.Debug("block cache: a cold passthrough open", "path", r.o.dataPath(), "err", err)
-		return nil, "", false
+		return nil, "", false, false
 	}
 	h.f.touch()
-	return r.coldBacking(cf)
+	f, key, ok = r.coldBacking(cf)
+	return f, key, ok, ok
+}
+
+// CompleteBacking makes the file a cold Backing handed out whole: every
+// block fetched (or waited for) and verified, so that a mapping of it
+// never reads a hole. It returns at once for a Reader whose backing file
+// was whole, or that has none.
+func (r *Reader) CompleteBacking(ctx context.Context) error {
+	r.mu.Lock()
+	cf, closed := r.cold, r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if cf == nil || cf.isWhole() {
+		return nil
+	}
+	// Fetch what is missing in parallel first (into the object's current
+	// file), then check every block of cf's file (and copy in those that
+	// landed in a newer one).
+	if err := r.c.warm(ctx, r.o, prioDemand, int64(r.c.nworkers)*r.c.partBlocks, r.o.nblocks, nil); err != nil {
+		return err
+	}
+	return cf.Fill(ctx, 0, r.o.ref.Size, 0)
 }
 
 // NotePassthrough counts an open whose reads the kernel serves from the

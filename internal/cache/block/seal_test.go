@@ -50,20 +50,20 @@ func TestBacking(t *testing.T) {
 			f := newFixture(t, size, cfg)
 			r := f.cache.Open(f.ref)
 			defer r.Close()
-			if _, _, ok := r.Backing(); ok {
+			if _, _, _, ok := r.Backing(false); ok {
 				t.Fatal("Backing of an object not cached")
 			}
 			buf := make([]byte, 100) // the last block alone (no readahead)
 			if _, err := r.ReadAt(context.Background(), buf, size-100); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, ok := r.Backing(); ok {
+			if _, _, _, ok := r.Backing(false); ok {
 				t.Fatal("Backing of an object cached in part")
 			}
 			if err := f.cache.Prefetch(context.Background(), f.ref, nil); err != nil {
 				t.Fatal(err)
 			}
-			b, _, ok := r.Backing()
+			b, _, _, ok := r.Backing(false)
 			if !ok || !bytes.Equal(backingBytes(t, b), f.data) {
 				t.Fatal("Backing of a whole object failed or differs")
 			}
@@ -76,7 +76,7 @@ func TestBacking(t *testing.T) {
 			c2 := f.open(cfg)
 			r2 := c2.Open(f.ref)
 			defer r2.Close()
-			if b, _, ok := r2.Backing(); !ok || !bytes.Equal(backingBytes(t, b), f.data) {
+			if b, _, _, ok := r2.Backing(false); !ok || !bytes.Equal(backingBytes(t, b), f.data) {
 				t.Fatal("Backing of a sealed object in a second cache failed")
 			}
 			if st := c2.Stats(); st.VerifiedBytes != 0 {
@@ -90,7 +90,7 @@ func TestBacking(t *testing.T) {
 			for i, c := range []*Cache{c2, c3} {
 				r3 := c.Open(f.ref)
 				defer r3.Close()
-				if b, _, ok := r3.Backing(); ok && (i == 1 || tt.name != "record cleared") {
+				if b, _, _, ok := r3.Backing(false); ok && (i == 1 || tt.name != "record cleared") {
 					b.Close()
 					t.Fatalf("cache %d: Backing handed out a damaged file", i+2)
 				} else if ok {
@@ -104,7 +104,7 @@ func TestBacking(t *testing.T) {
 			if err := c3.Prefetch(context.Background(), f.ref, nil); err != nil {
 				t.Fatal(err)
 			}
-			if b, _, ok := r3.Backing(); !ok || !bytes.Equal(backingBytes(t, b), f.data) {
+			if b, _, _, ok := r3.Backing(false); !ok || !bytes.Equal(backingBytes(t, b), f.data) {
 				t.Fatal("no Backing after the repair")
 			}
 			if c2.Stats().Corruptions+c3.Stats().Corruptions == 0 && tt.name != "record cleared" {
@@ -142,7 +142,7 @@ func TestBackingVerifiesUnsealed(t *testing.T) {
 	c2 := f.open(cfg)
 	r := c2.Open(f.ref)
 	defer r.Close()
-	b, _, ok := r.Backing()
+	b, _, _, ok := r.Backing(false)
 	if !ok || !bytes.Equal(backingBytes(t, b), f.data) {
 		t.Fatal("Backing of a whole, unsealed object failed")
 	}
@@ -152,7 +152,7 @@ func TestBackingVerifiesUnsealed(t *testing.T) {
 	c3 := f.open(cfg)
 	r3 := c3.Open(f.ref)
 	defer r3.Close()
-	if b, _, ok := r3.Backing(); !ok {
+	if b, _, _, ok := r3.Backing(false); !ok {
 		t.Fatal("no Backing after sealing")
 	} else {
 		b.Close()
@@ -172,7 +172,7 @@ func TestEvictedBackingKeepsReading(t *testing.T) {
 	if err := f.cache.Prefetch(context.Background(), f.ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	b, _, ok := r.Backing()
+	b, _, _, ok := r.Backing(false)
 	if !ok {
 		t.Fatal("no Backing")
 	}
@@ -190,7 +190,7 @@ func TestEvictedBackingKeepsReading(t *testing.T) {
 	if err := f.cache.Prefetch(context.Background(), ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	if b2, _, ok := r2.Backing(); ok {
+	if b2, _, _, ok := r2.Backing(false); ok {
 		b2.Close()
 	}
 	o := f.cache.object(f.ref)

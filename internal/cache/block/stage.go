@@ -13,8 +13,10 @@ import (
 // Input staging: a task's inputs, named before it starts, fetched into the
 // cache in the background so that its reads find them there.
 //
-//   - Order: the Early inputs (small files, indexes) first, whole, up to
-//     StageOptions.Parallel at a time; then the others one at a time, in
+//   - Order: the Early inputs (small files, indexes, the objects of a
+//     directory input) first, whole, up to StageOptions.Parallel at a
+//     time (the fetch workers: the download budget); then the others one
+//     at a time, in
 //     order, each from its start.
 //   - Rate: staging fetches are queued at prioStage, below reads and
 //     readahead, and each input keeps at most stageParts GETs of PartSize
@@ -44,15 +46,16 @@ const (
 	// stageMinRun is how long a sequential run of the task's reads must be
 	// before it stops the staging it passed: a header read is not a stream.
 	stageMinRun = 8 << 20
-	// defaultStageParallel is how many Early inputs are staged at once.
-	defaultStageParallel = 4
+	// stageEarlyQueue: the Early inputs staged at once keep as many
+	// blocks queued together as this many inputs of the others would.
+	stageEarlyQueue = 4
 )
 
 // StageInput is one object to stage.
 type StageInput struct {
 	Ref Ref
-	// Early inputs (small files, indexes) are staged first, whole, several
-	// at a time.
+	// Early inputs (small files, indexes, a directory's objects) are
+	// staged first, whole, several	// at a time.
 	Early bool
 }
 
@@ -61,7 +64,9 @@ type StageOptions struct {
 	// Budget bounds the staged bytes the task has not read yet; default
 	// half of MaxBytes (readahead windows take at most a quarter).
 	Budget int64
-	// Parallel is how many Early inputs are staged at once; default 4.
+	// Parallel is how many Early inputs are staged at once; default the
+	// number of fetch workers (Config.MaxConcurrency, within the memory
+	// budget).
 	Parallel int
 	// Logger receives a line per input that could not be staged (info)
 	// and per input whose staging stopped (debug); nil discards them.
@@ -106,7 +111,7 @@ type Stager struct {
 	c      *Cache
 	opts   StageOptions
 	bs     int64 // accounting unit: the cache block
-	ahead  int64 // blocks an input keeps queued ahead
+	ahead  int64 // blocks an input that is not Early keeps queued ahead
 	log    *slog.Logger
 	ctx    context.Context // canceled by Stop
 	cancel context.CancelFunc
@@ -141,6 +146,7 @@ const (
 type stageFile struct {
 	in     StageInput
 	blocks int64
+	ahead  int64    // blocks it keeps queued ahead
 	staged []uint64 // bitset: blocks staging made present before any read
 	read   []uint64 // bitset: blocks the task read
 	lost   []uint64 // bitset: staged blocks the task read after fetching them again
@@ -167,7 +173,7 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 		opts.Budget = c.cfg.MaxBytes / 2
 	}
 	if opts.Parallel <= 0 {
-		opts.Parallel = defaultStageParallel
+		opts.Parallel = c.nworkers
 	}
 	log := opts.Logger
 	if log == nil {
@@ -177,6 +183,9 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 	partBlocks := max(1, c.cfg.PartSize/bs)
 	ahead := max(stageParts, int64(c.cfg.MaxConcurrency)/4) * partBlocks
 	ahead = max(1, min(ahead, opts.Budget/2/bs))
+	// Early inputs staged side by side share what stageEarlyQueue inputs
+	// would keep queued, at least a part each.
+	early := min(ahead, max(partBlocks, stageEarlyQueue*ahead/int64(opts.Parallel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Stager{c: c, opts: opts, bs: bs, ahead: ahead, log: log, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), files: map[stageKey]*stageFile{}}
@@ -187,7 +196,10 @@ func (c *Cache) Stage(inputs []StageInput, opts StageOptions) *Stager {
 			continue
 		}
 		n := (in.Ref.Size + bs - 1) / bs
-		f := &stageFile{in: in, blocks: n, staged: make([]uint64, (n+63)/64), read: make([]uint64, (n+63)/64), lost: make([]uint64, (n+63)/64)}
+		f := &stageFile{in: in, blocks: n, ahead: ahead, staged: make([]uint64, (n+63)/64), read: make([]uint64, (n+63)/64), lost: make([]uint64, (n+63)/64)}
+		if in.Early {
+			f.ahead = early
+		}
 		s.files[k] = f
 		s.order = append(s.order, f)
 	}
@@ -260,7 +272,8 @@ func (s *Stager) one(f *stageFile) {
 	}
 	f.state, f.cancel = stActive, cancel
 	s.mu.Unlock()
-	err := s.c.warm(ctx, s.c.object(ref), prioStage, s.ahead, func(done int64) { s.progress(f, done) })
+	o := s.c.object(ref)
+	err := s.c.warm(ctx, o, prioStage, f.ahead, o.nblocks, func(done int64) { s.progress(f, done) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f.cancel = nil
@@ -301,7 +314,7 @@ func (s *Stager) waitBudgetLocked(f *stageFile) bool {
 		if s.stopped || f.stop || s.ctx.Err() != nil {
 			return false
 		}
-		next := min(s.ahead*s.bs, f.in.Ref.Size-f.cursor)
+		next := min(f.ahead*s.bs, f.in.Ref.Size-f.cursor)
 		if s.st.StagedBytes-s.used-s.lost+next <= s.opts.Budget {
 			return true
 		}
@@ -439,60 +452,3 @@ func (s *Stager) logWasteLocked(f *stageFile) {
 
 // firstOf returns the first n elements of v (all of them when fewer).
 func firstOf(v []int64, n int) []int64 { return v[:min(n, len(v))] }
-
-// register adds s to c's Stagers (copy on write: stageRead loads the
-// slice without a lock).
-func (c *Cache) register(s *Stager) {
-	c.stagersMu.Lock()
-	defer c.stagersMu.Unlock()
-	var ss []*Stager
-	if p := c.stagers.Load(); p != nil {
-		ss = append(ss, *p...)
-	}
-	ss = append(ss, s)
-	c.stagers.Store(&ss)
-}
-
-// unregister removes s from c's Stagers.
-func (c *Cache) unregister(s *Stager) {
-	c.stagersMu.Lock()
-	defer c.stagersMu.Unlock()
-	p := c.stagers.Load()
-	if p == nil {
-		return
-	}
-	var kept []*Stager
-	for _, x := range *p {
-		if x != s {
-			kept = append(kept, x)
-		}
-	}
-	if len(kept) == 0 {
-		c.stagers.Store(nil)
-	} else {
-		c.stagers.Store(&kept)
-	}
-}
-
-// stageRead tells the Stagers of c that the task read [off, off+n) of
-// ref, w saying whether and how the read waited for a fetch: it counts
-// hits and stops staging an object the task reads past the staged point.
-// It costs one atomic load when nothing is being staged.
-//
-// Wiring (the Reader's side): Reader.read calls it for each block's part
-// of a read, with that block's own waitKind (a read spanning a present
-// block and a missing one must not take the hit from the present one), and
-// with waitFetched for bytes read around the cache; CachedFile calls it on
-// success with waitNone; Reader.NotePassthrough (an open whose reads the
-// kernel serves from the data file, never seen by ferry) calls it once for
-// the whole object with waitNone.
-func (c *Cache) stageRead(ref Ref, off, n int64, w waitKind) {
-	p := c.stagers.Load()
-	if p == nil || n <= 0 {
-		return
-	}
-	k := keyOf(ref)
-	for _, s := range *p {
-		s.noteRead(k, off, n, w)
-	}
-}

@@ -395,3 +395,28 @@ func TestStageStopMidway(t *testing.T) {
 		t.Errorf("%d stagers still registered", len(*p))
 	}
 }
+
+// TestStageParallel: Early inputs (small files, a directory's objects)
+// are fetched side by side with the parallelism of the fetch workers
+// (the download budget), not a few at a time.
+func TestStageParallel(t *testing.T) {
+	const workers, n = 12, 30
+	sizes := map[string]int{}
+	var keys []string
+	for i := range n {
+		k := fmt.Sprintf("dir/f%02d", i)
+		sizes[k] = 3000
+		keys = append(keys, k)
+	}
+	e := newStageEnv(t, Config{MaxConcurrency: workers}, sizes)
+	for _, k := range keys {
+		e.store.gates[k] = 0 // every GET waits for the release
+	}
+	s := e.cache.Stage(e.inputs(keys...), StageOptions{})
+	until(t, fmt.Sprintf("%d GETs at once", workers), func() bool { return len(e.store.log()) >= workers })
+	close(e.store.release)
+	waitStage(t, s)
+	if st := s.Stop(); st.Staged != n {
+		t.Errorf("stats %+v, want %d staged", st, n)
+	}
+}

@@ -78,7 +78,7 @@ func TestWatchDamage(t *testing.T) {
 			r := c.Open(f.ref)
 			defer r.Close()
 			f.readAll(r, 1<<20, f.data)
-			bf, key, ok := r.Backing()
+			bf, key, _, ok := r.Backing(false)
 			if !ok {
 				t.Fatal("no backing file for a wholly read object")
 			}
@@ -125,7 +125,7 @@ func TestWatchDamage(t *testing.T) {
 			if reads, _, _ := f.store.stats(); (reads > 0) != (tt.bad > 0) {
 				t.Errorf("%d GETs after the check, want them only after a drop", reads)
 			}
-			bf2, key2, ok := r2.Backing()
+			bf2, key2, _, ok := r2.Backing(false)
 			if !ok {
 				t.Fatal("no backing file after the refetch")
 			}
@@ -147,7 +147,7 @@ func TestWatchForgetsClosed(t *testing.T) {
 	c := f.cache
 	r := c.Open(f.ref)
 	f.readAll(r, 1<<20, f.data)
-	bf, _, ok := r.Backing()
+	bf, _, _, ok := r.Backing(false)
 	if !ok {
 		t.Fatal("no backing file")
 	}

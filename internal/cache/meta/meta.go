@@ -2,6 +2,7 @@ package meta
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,8 +49,11 @@ type Listing struct {
 	Expires time.Time
 	Loaded  time.Time // when it was listed (zero when built by NewListing)
 
-	mu      sync.Mutex          // guards entries
+	mu      sync.Mutex          // guards entries, names and natural
 	entries map[string]DirEntry // guarded by mu
+	// names and natural are the entries' names sorted (by NaturalLess
+	// for natural), built on demand, nil after a change; guarded by mu.
+	names, natural []string
 }
 
 // NewListing returns a listing of entries that expires at exp.
@@ -76,12 +80,83 @@ func (l *Listing) Entries() []DirEntry {
 	return out
 }
 
+// Names returns the names sorted, sorted once per version of the
+// listing (callers share the slice and must not change it).
+func (l *Listing) Names() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.names == nil {
+		l.names = l.namesLocked()
+		sort.Strings(l.names)
+	}
+	return l.names
+}
+
+// NaturalNames is Names in natural order (NaturalLess: "f2" before
+// "f10").
+func (l *Listing) NaturalNames() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.natural == nil {
+		l.natural = l.namesLocked()
+		sort.Slice(l.natural, func(i, j int) bool { return NaturalLess(l.natural[i], l.natural[j]) })
+	}
+	return l.natural
+}
+
+func (l *Listing) namesLocked() []string {
+	names := make([]string, 0, len(l.entries))
+	for n := range l.entries {
+		names = append(names, n)
+	}
+	return names
+}
+
+// NaturalLess orders names as people number files: runs of digits by
+// their value ("f2" < "f10", "0.9" < "0.10"), the rest byte by byte;
+// names equal so ("f01", "f1") in byte order.
+func NaturalLess(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if isDigit(a[i]) && isDigit(b[j]) {
+			si, sj := i, j
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			da, db := strings.TrimLeft(a[si:i], "0"), strings.TrimLeft(b[sj:j], "0")
+			if len(da) != len(db) {
+				return len(da) < len(db)
+			}
+			if da != db {
+				return da < db
+			}
+			continue
+		}
+		if a[i] != b[j] {
+			return a[i] < b[j]
+		}
+		i, j = i+1, j+1
+	}
+	if ra, rb := len(a)-i, len(b)-j; ra != rb {
+		return ra < rb
+	}
+	return a < b
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
 // Add inserts or replaces a name (a directory is never replaced by a file).
 func (l *Listing) Add(e DirEntry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old, ok := l.entries[e.Name]; ok && old.Kind == KindDir && e.Kind != KindDir {
 		return
+	}
+	if _, ok := l.entries[e.Name]; !ok {
+		l.names, l.natural = nil, nil
 	}
 	l.entries[e.Name] = e
 }
@@ -90,6 +165,7 @@ func (l *Listing) Add(e DirEntry) {
 func (l *Listing) Remove(name string) {
 	l.mu.Lock()
 	delete(l.entries, name)
+	l.names, l.natural = nil, nil
 	l.mu.Unlock()
 }
 

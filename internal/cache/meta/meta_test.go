@@ -2,6 +2,7 @@ package meta
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,44 @@ func TestListingPatch(t *testing.T) {
 		if got[i].Name != want[i].Name || got[i].Kind != want[i].Kind {
 			t.Fatalf("entries %v, want %v", got, want)
 		}
+	}
+}
+
+// TestListingNames: the sorted names follow adds and removes.
+func TestListingNames(t *testing.T) {
+	l := NewListing([]DirEntry{{Name: "b", Kind: KindFile}, {Name: "a", Kind: KindDir}}, time.Now().Add(time.Minute))
+	steps := []struct {
+		change func()
+		want   string
+	}{
+		{func() {}, "a b"},
+		{func() { l.Add(DirEntry{Name: "c", Kind: KindFile}) }, "a b c"},
+		{func() { l.Add(DirEntry{Name: "b", Kind: KindDir}) }, "a b c"},
+		{func() { l.Remove("a") }, "b c"},
+		{func() { l.Add(DirEntry{Name: "0", Kind: KindFile}) }, "0 b c"},
+	}
+	for i, s := range steps {
+		s.change()
+		if got := strings.Join(l.Names(), " "); got != s.want {
+			t.Errorf("step %d: names %q, want %q", i, got, s.want)
+		}
+	}
+}
+
+func TestNaturalLess(t *testing.T) {
+	sorted := []string{"", "0", "0.0", "0.1", "0.2", "0.9", "0.10", "0.11", "1", "1.0", "2", "10", "a", "a1", "a01x", "a1x", "a2", "a10", "ab", "b"}
+	for i := range sorted {
+		for j := range sorted {
+			if got, want := NaturalLess(sorted[i], sorted[j]), i < j; got != want {
+				t.Errorf("NaturalLess(%q, %q) = %v, want %v", sorted[i], sorted[j], got, want)
+			}
+		}
+	}
+	l := NewListing([]DirEntry{{Name: "c10"}, {Name: "c2"}, {Name: "c1"}}, time.Now().Add(time.Minute))
+	if got := strings.Join(l.NaturalNames(), " "); got != "c1 c2 c10" {
+		t.Errorf("NaturalNames = %q", got)
+	}
+	if got := strings.Join(l.Names(), " "); got != "c1 c10 c2" {
+		t.Errorf("Names = %q", got)
 	}
 }

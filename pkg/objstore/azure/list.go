@@ -67,6 +67,7 @@ func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.L
 			info.Size = deref(p.ContentLength)
 			info.ModTime = deref(p.LastModified)
 			info.Version = etagVersion(p.ETag)
+			info.ContentType = deref(p.ContentType)
 		}
 		page.Objects = append(page.Objects, info)
 	}

@@ -51,11 +51,12 @@ func (s *Store) stat(ctx context.Context, op, key, version string) (objstore.Obj
 		return objstore.ObjectInfo{}, s.wrap(op, key, objectScope, err)
 	}
 	return objstore.ObjectInfo{
-		Key:      key,
-		Size:     deref(p.ContentLength),
-		ModTime:  deref(p.LastModified),
-		Version:  etagVersion(p.ETag),
-		Metadata: decodeMetadata(p.Metadata),
+		Key:         key,
+		Size:        deref(p.ContentLength),
+		ModTime:     deref(p.LastModified),
+		Version:     etagVersion(p.ETag),
+		Metadata:    decodeMetadata(p.Metadata),
+		ContentType: deref(p.ContentType),
 	}, nil
 }
 
@@ -89,11 +90,12 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 		return nil, s.wrap("NewReader", key, objectScope, err)
 	}
 	info := objstore.ObjectInfo{
-		Key:      key,
-		Size:     totalSize(deref(resp.ContentRange), deref(resp.ContentLength)),
-		ModTime:  deref(resp.LastModified),
-		Version:  etagVersion(resp.ETag),
-		Metadata: decodeMetadata(resp.Metadata),
+		Key:         key,
+		Size:        totalSize(deref(resp.ContentRange), deref(resp.ContentLength)),
+		ModTime:     deref(resp.LastModified),
+		Version:     etagVersion(resp.ETag),
+		Metadata:    decodeMetadata(resp.Metadata),
+		ContentType: deref(resp.ContentType),
 	}
 	return objstore.NewRangeReader(resp.Body, info, off, length, func(err error) error {
 		return s.wrap("Read", key, objectScope, err)

@@ -181,11 +181,12 @@ func formatVersion(gen int64) string { return strconv.FormatInt(gen, 10) }
 // info converts object attributes to an ObjectInfo.
 func info(a *storage.ObjectAttrs) objstore.ObjectInfo {
 	return objstore.ObjectInfo{
-		Key:      a.Name,
-		Size:     a.Size,
-		ModTime:  a.Updated,
-		Version:  formatVersion(a.Generation),
-		Metadata: lowerKeys(a.Metadata),
+		Key:         a.Name,
+		Size:        a.Size,
+		ModTime:     a.Updated,
+		Version:     formatVersion(a.Generation),
+		Metadata:    lowerKeys(a.Metadata),
+		ContentType: a.ContentType,
 	}
 }
 

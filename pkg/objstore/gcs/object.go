@@ -107,11 +107,12 @@ func (s *Store) emptyReader(ctx context.Context, key, version string) (objstore.
 // readerInfo describes the object version a range reader serves.
 func readerInfo(key string, r *storage.Reader) objstore.ObjectInfo {
 	return objstore.ObjectInfo{
-		Key:      key,
-		Size:     r.Attrs.Size,
-		ModTime:  r.Attrs.LastModified,
-		Version:  formatVersion(r.Attrs.Generation),
-		Metadata: lowerKeys(r.Metadata()),
+		Key:         key,
+		Size:        r.Attrs.Size,
+		ModTime:     r.Attrs.LastModified,
+		Version:     formatVersion(r.Attrs.Generation),
+		Metadata:    lowerKeys(r.Metadata()),
+		ContentType: r.Attrs.ContentType,
 	}
 }
 

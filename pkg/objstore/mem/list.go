@@ -57,7 +57,7 @@ func (s *Store) List(ctx context.Context, opts objstore.ListOptions) (objstore.L
 		} else {
 			info := s.objects[k].publicInfo()
 			if s.opts.NoListMetadata {
-				info.Metadata = nil
+				info.Metadata, info.ContentType = nil, ""
 			}
 			page.Objects = append(page.Objects, info)
 		}

@@ -183,15 +183,16 @@ func (s *Store) checkPutLocked(op, key string, opts objstore.PutOptions) error {
 }
 
 // storeLocked stores data under key and returns its info. s.mu must be held.
-func (s *Store) storeLocked(key string, data []byte, meta, tags map[string]string) objstore.ObjectInfo {
+func (s *Store) storeLocked(key string, data []byte, meta, tags map[string]string, contentType string) objstore.ObjectInfo {
 	o := &object{
 		data: data,
 		info: objstore.ObjectInfo{
-			Key:      key,
-			Size:     int64(len(data)),
-			ModTime:  s.opts.Now(),
-			Version:  s.nextVersionLocked(),
-			Metadata: lowerKeys(meta),
+			Key:         key,
+			Size:        int64(len(data)),
+			ModTime:     s.opts.Now(),
+			Version:     s.nextVersionLocked(),
+			Metadata:    lowerKeys(meta),
+			ContentType: contentType,
 		},
 		tags: cloneMap(tags),
 	}
@@ -286,7 +287,7 @@ func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64
 	if err := s.checkPutLocked("Put", key, opts); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
-	return s.storeLocked(key, data, opts.Metadata, opts.Tags), nil
+	return s.storeLocked(key, data, opts.Metadata, opts.Tags, opts.ContentType), nil
 }
 
 // Copy copies src to dst. Errors wrap objstore.ErrNotFound when src is
@@ -311,7 +312,7 @@ func (s *Store) Copy(ctx context.Context, src, dst string, opts objstore.CopyOpt
 	if opts.Metadata != nil {
 		meta = opts.Metadata
 	}
-	return s.storeLocked(dst, o.data, meta, o.tags), nil
+	return s.storeLocked(dst, o.data, meta, o.tags, o.info.ContentType), nil
 }
 
 // Delete removes key. A missing key is not an error unless opts.IfVersion

@@ -197,7 +197,7 @@ func (u *upload) Complete(ctx context.Context) (objstore.ObjectInfo, error) {
 		data = append(data, u.parts[n]...)
 	}
 	delete(u.s.uploads, u.id)
-	return u.s.storeLocked(u.key, data, u.opts.Metadata, u.opts.Tags), nil
+	return u.s.storeLocked(u.key, data, u.opts.Metadata, u.opts.Tags, u.opts.ContentType), nil
 }
 
 // Abort discards the upload. Aborting a finished upload is not an error.

@@ -86,6 +86,17 @@ func testPutStatReadDelete(t *testing.T, e *env) {
 	if info.Size != int64(len(data)) || info.Version != put.Version {
 		t.Errorf("Reader.Info = {Size %d Version %q}, want {%d %q}", info.Size, info.Version, len(data), put.Version)
 	}
+	// The media type comes back where the contract says it does (a zero-
+	// byte application/x-directory object is a directory to the vfs).
+	if st.ContentType != "text/plain" || info.ContentType != "text/plain" {
+		t.Errorf("ContentType: Stat %q, Reader.Info %q, want text/plain", st.ContentType, info.ContentType)
+	}
+	if e.s.Caps().ListMetadata {
+		page, err := e.s.List(e.ctx, objstore.ListOptions{Prefix: "dir/"})
+		if err != nil || len(page.Objects) != 1 || page.Objects[0].ContentType != "text/plain" {
+			t.Errorf("List (with metadata) = %+v, %v; want dir/file.txt of text/plain", page.Objects, err)
+		}
+	}
 	if err := e.s.Delete(e.ctx, "dir/file.txt", objstore.DeleteOptions{}); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}

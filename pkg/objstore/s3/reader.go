@@ -68,11 +68,12 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 	}
 
 	info := objstore.ObjectInfo{
-		Key:      key,
-		Size:     aws.ToInt64(out.ContentLength),
-		ModTime:  aws.ToTime(out.LastModified),
-		Version:  unquoteETag(out.ETag),
-		Metadata: lowerKeys(out.Metadata),
+		Key:         key,
+		Size:        aws.ToInt64(out.ContentLength),
+		ModTime:     aws.ToTime(out.LastModified),
+		Version:     unquoteETag(out.ETag),
+		Metadata:    lowerKeys(out.Metadata),
+		ContentType: aws.ToString(out.ContentType),
 	}
 	want := int64(-1) // bytes the body must hold; -1 when unknown
 	if out.ContentLength != nil {

@@ -244,6 +244,8 @@ func (s *Store) head(ctx context.Context, op, key, ifVersion string) (objstore.O
 		ModTime:  aws.ToTime(out.LastModified),
 		Version:  unquoteETag(out.ETag),
 		Metadata: lowerKeys(out.Metadata),
+		// A listing has none: what looks at it stats the object.
+		ContentType: aws.ToString(out.ContentType),
 	}, nil
 }
 

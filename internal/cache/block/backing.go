@@ -108,4 +108,3 @@ func (r *Reader) NotePassthrough() {
 	r.c.st.ptBytes.Add(r.o.ref.Size)
 	r.c.stageRead(r.o.ref, 0, r.o.ref.Size, waitNone)
 }
-

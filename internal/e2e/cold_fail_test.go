@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,6 +94,24 @@ PY`, e.path("m/obj"))
 		out := e.mustRun(script, "--cold-passthrough", "on")
 		if !strings.Contains(out, "sha "+sha(data)) {
 			t.Fatalf("want the object's bytes through a mapping whose descriptor was closed:\n%s", out)
+		}
+	})
+	t.Run("an exec of a file open cold", func(t *testing.T) {
+		t.Parallel()
+		e := newS3Env(t)
+		bin, err := exec.LookPath("true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An executable object (mode in its metadata), then, from a cold
+		// cache, the task opens it (a cold passthrough open: the binary's
+		// cache file is sparse) and executes it: the exec waits until the
+		// file is whole (the kernel maps a binary without asking).
+		e.mustRun(fmt.Sprintf("mkdir -p %s && cp %s %s && chmod 755 %s", e.path("x"), bin, e.path("x/prog"), e.path("x/prog")))
+		e.cache = filepath.Join(t.TempDir(), "cache2")
+		out := e.mustRun(fmt.Sprintf("exec 3< %s; %s && echo ran", e.path("x/prog"), e.path("x/prog")), "--cold-passthrough", "on")
+		if !strings.Contains(out, "ran") {
+			t.Fatalf("the program did not run:\n%s", out)
 		}
 	})
 	t.Run("a damaged block is fetched again", func(t *testing.T) {

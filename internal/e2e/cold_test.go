@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -165,44 +164,18 @@ func TestColdPassthroughModes(t *testing.T) {
 			mnt := filepath.Join(dir, "mnt", strconv.Itoa(i))
 			cache := filepath.Join(cmpOr(tt.cache, dir), "cache", strconv.Itoa(i))
 			p := filepath.Join(mnt, "s3", e.bucket, "cpt/in.bin")
-			args := []string{"run", "--mount-point", mnt, "--cache-dir", cache, "--cold-passthrough", tt.mode, "--", "sha256sum", p}
-			cmd := exec.Command(ferryBin, args...)
-			cmd.Env = append(append([]string{}, e.env...), "HOME="+dir)
-			var so, se bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &so, &se
-			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			if tt.userns {
-				cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-				cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
-				cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
-			}
-			done := make(chan error, 1)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { done <- cmd.Wait() }() // owner: this subtest
-			select {
-			case <-done:
-			case <-time.After(2 * time.Minute):
-				cmd.Process.Kill()
-				t.Fatalf("ferry run timed out\n%s", se.String())
-			}
-			if got := cmd.ProcessState.ExitCode(); got != tt.code {
-				t.Fatalf("exit %d, want %d\nstderr:\n%s", got, tt.code, se.String())
-			}
-			if !strings.Contains(se.String(), tt.log) {
-				t.Errorf("stderr lacks %q:\n%s", tt.log, se.String())
-			}
+			so, se := runModeCase(t, e, dir, tt.userns, tt.code, tt.log,
+				"run", "--mount-point", mnt, "--cache-dir", cache, "--cold-passthrough", tt.mode, "--", "sha256sum", p)
 			if tt.code != 0 {
 				return
 			}
-			if strings.Count(se.String(), "cold passthrough") != 1 {
-				t.Errorf("want one log line about cold passthrough:\n%s", se.String())
+			if strings.Count(se, "cold passthrough") != 1 {
+				t.Errorf("want one log line about cold passthrough:\n%s", se)
 			}
-			if !strings.Contains(so.String(), sha(in)) {
-				t.Fatalf("wrong checksum:\n%s\nstderr:\n%s", so.String(), se.String())
+			if !strings.Contains(so, sha(in)) {
+				t.Fatalf("wrong checksum:\n%s\nstderr:\n%s", so, se)
 			}
-			s := parseSummary(t, se.String())
+			s := parseSummary(t, se)
 			if (s["passthrough_cold_files"] >= 1) != tt.cold {
 				t.Errorf("summary: %v cold passthrough files, want cold %v", s["passthrough_cold_files"], tt.cold)
 			}

@@ -48,41 +48,51 @@ func TestPassthroughModes(t *testing.T) {
 				}
 			}
 			p := filepath.Join(mnt, "s3", e.bucket, "pt/in.bin")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, ferryBin, "run", "--mount-point", mnt, "--cache-dir", cache, "--passthrough", tt.mode,
+			so, se := runModeCase(t, e, dir, tt.userns, tt.code, tt.log, "run", "--mount-point", mnt, "--cache-dir", cache, "--passthrough", tt.mode,
 				"--", "sh", "-c", "sha256sum "+p+" && sha256sum "+p)
-			cmd.Env = append(append([]string{}, e.env...), "HOME="+dir)
-			var so, se bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &so, &se
-			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			if tt.userns {
-				cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-				cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
-				cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
-			}
-			cmd.Run()
-			if ctx.Err() != nil {
-				t.Fatalf("ferry run timed out\n%s", se.String())
-			}
-			if got := cmd.ProcessState.ExitCode(); got != tt.code {
-				t.Fatalf("exit %d, want %d\nstderr:\n%s", got, tt.code, se.String())
-			}
-			if !strings.Contains(se.String(), tt.log) {
-				t.Errorf("stderr lacks %q:\n%s", tt.log, se.String())
-			}
 			if tt.code != 0 {
 				return
 			}
-			if n := strings.Count(so.String(), sha(in)); n != 2 {
-				t.Fatalf("%d right checksums of 2:\n%s\nstderr:\n%s", n, so.String(), se.String())
+			if n := strings.Count(so, sha(in)); n != 2 {
+				t.Fatalf("%d right checksums of 2:\n%s\nstderr:\n%s", n, so, se)
 			}
-			s := parseSummary(t, se.String())
+			s := parseSummary(t, se)
 			if (s["passthrough_files"] >= 1) != tt.passed || tt.passed && s["bytes_passthrough"] < float64(len(in)) {
 				t.Errorf("summary: %v passthrough files (%v bytes), want passthrough %v", s["passthrough_files"], s["bytes_passthrough"], tt.passed)
 			}
 		})
 	}
+}
+
+// runModeCase runs ferry with args (with HOME=dir; as root of a user
+// namespace of its own with userns: a rootless container), within two
+// minutes, and fails unless it exits code with log in its stderr; it
+// returns its stdout and stderr.
+func runModeCase(t *testing.T, e *s3env, dir string, userns bool, code int, log string, args ...string) (string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ferryBin, args...)
+	cmd.Env = append(append([]string{}, e.env...), "HOME="+dir)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if userns {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+	}
+	cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("ferry timed out\n%s", se.String())
+	}
+	if got := cmd.ProcessState.ExitCode(); got != code {
+		t.Fatalf("exit %d, want %d\nstderr:\n%s", got, code, se.String())
+	}
+	if !strings.Contains(se.String(), log) {
+		t.Errorf("stderr lacks %q:\n%s", log, se.String())
+	}
+	return so.String(), se.String()
 }
 
 // TestDamagedCacheFile damages the cache file of a prefetched object

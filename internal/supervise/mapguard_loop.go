@@ -88,26 +88,41 @@ func (g *mapGuard) loop() {
 			return
 		}
 		g.calls.Add(1)
+		path, ours := g.fileOf(req.pid, int32(req.args[4]))
+		if !ours {
+			g.respond(req.id, 0) // not the mount's (a shared library, ...): at once
+			continue
+		}
 		g.wg.Add(1)
 		go func() { // owner: the mapGuard (stop waits for it)
 			defer g.wg.Done()
-			g.answer(&req)
+			g.answer(req.id, path)
 		}()
 	}
 }
 
-// answer lets the mapping of req go on once its file is safe to map:
-// not a file of the mount, or one of its files made whole.
-func (g *mapGuard) answer(req *seccompNotif) {
-	resp := seccompNotifResp{id: req.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-	if path, ours := g.fileOf(req.pid, int32(req.args[4])); ours && g.valid(req.id) {
-		rel := strings.TrimPrefix(path, g.mnt+"/")
-		if err := g.fs.CompleteBackings(g.ctx, rel); err != nil {
-			g.log.Error("a mapping of a file not wholly cached fails (EIO): the rest of it could not be fetched", "path", path, "err", err.Error())
-			resp = seccompNotifResp{id: req.id, error: -int32(unix.EIO)}
-		} else {
-			g.made.Add(1)
-		}
+// answer lets the mapping of a file of the mount at path go on once the
+// file is safe to map: its cache file whole if a handle passes it through
+// cold (EIO when that fails).
+func (g *mapGuard) answer(id uint64, path string) {
+	if !g.valid(id) {
+		return // the caller went away while we looked at /proc
+	}
+	rel := strings.TrimPrefix(path, g.mnt+"/")
+	if err := g.fs.CompleteBackings(g.ctx, rel); err != nil {
+		g.log.Error("a mapping of a file not wholly cached fails (EIO): the rest of it could not be fetched", "path", path, "err", err.Error())
+		g.respond(id, unix.EIO)
+		return
+	}
+	g.made.Add(1)
+	g.respond(id, 0)
+}
+
+// respond lets the call id go on (errno 0) or fails it with errno.
+func (g *mapGuard) respond(id uint64, errno syscall.Errno) {
+	resp := seccompNotifResp{id: id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	if errno != 0 {
+		resp = seccompNotifResp{id: id, error: -int32(errno)}
 	}
 	ioctl(g.lfd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
 }

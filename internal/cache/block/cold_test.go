@@ -32,6 +32,20 @@ func coldFixture(t *testing.T, size int, cfg Config) (*fixture, *hsm.Listener) {
 	return f, l
 }
 
+// coldOpen opens a Reader of f's object and its cold backing file (both
+// closed when the test ends).
+func coldOpen(t *testing.T, f *fixture) (*Reader, *os.File) {
+	t.Helper()
+	r := f.cache.Open(f.ref)
+	t.Cleanup(func() { r.Close() })
+	b, _, _, ok := r.Backing(true)
+	if !ok {
+		t.Fatal("no cold backing file")
+	}
+	t.Cleanup(func() { b.Close() })
+	return r, b
+}
+
 // readBacking reads all of b in reads of n bytes at once (as the kernel
 // reads a passthrough backing file) and compares with want.
 func readBacking(t *testing.T, b *os.File, n int, want []byte) {
@@ -98,13 +112,7 @@ func TestColdBacking(t *testing.T) {
 // TestColdFetchFails: a range whose fetch fails is never read as zeros.
 func TestColdFetchFails(t *testing.T) {
 	f, _ := coldFixture(t, 3<<20, Config{BlockSize: 1 << 20})
-	r := f.cache.Open(f.ref)
-	defer r.Close()
-	b, _, _, ok := r.Backing(true)
-	if !ok {
-		t.Fatal("no cold backing file")
-	}
-	defer b.Close()
+	_, b := coldOpen(t, f)
 	// The object changes in the store: the fetch of this version fails.
 	f.put("obj", randBytes(7, 3<<20))
 	_, err := b.ReadAt(make([]byte, 4096), 1<<20)
@@ -117,13 +125,7 @@ func TestColdFetchFails(t *testing.T) {
 // given after the evictor replaced it; its holes are filled all the same.
 func TestColdEvictedWhileOpen(t *testing.T) {
 	f, _ := coldFixture(t, 4<<20, Config{BlockSize: 1 << 20})
-	r := f.cache.Open(f.ref)
-	defer r.Close()
-	b, _, _, ok := r.Backing(true)
-	if !ok {
-		t.Fatal("no cold backing file")
-	}
-	defer b.Close()
+	r, b := coldOpen(t, f)
 	head := make([]byte, 1<<20)
 	if _, err := b.ReadAt(head, 0); err != nil || !bytes.Equal(head, f.data[:1<<20]) {
 		t.Fatalf("first block: %v", err)
@@ -173,13 +175,7 @@ func TestColdDamagedBlock(t *testing.T) {
 func TestColdManyReaders(t *testing.T) {
 	f, _ := coldFixture(t, 8<<20, Config{BlockSize: 1 << 20})
 	f.store.delay = 5 * time.Millisecond
-	r := f.cache.Open(f.ref)
-	defer r.Close()
-	b, _, _, ok := r.Backing(true)
-	if !ok {
-		t.Fatal("no cold backing file")
-	}
-	defer b.Close()
+	coldOpen(t, f)
 	var cf *coldFile
 	f.cache.coldMu.Lock()
 	for _, c := range f.cache.cold {

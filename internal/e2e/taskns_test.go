@@ -44,7 +44,9 @@ func startTaskMount(t *testing.T, e *s3env, endpoint string, flags ...string) (*
 	}
 	pidFile := filepath.Join(t.TempDir(), "task.pid")
 	args := append([]string{"run", "--mount-point", e.mnt, "--cache-dir", e.cache, "--part-size", "5MiB", "--isolate-cache=on"}, flags...)
-	args = append(args, "--", "sh", "-c", `trap 'exit 0' TERM; echo $$ > `+pidFile+`; sleep 100000 & wait`)
+	// (A loop of short sleeps: when ferry is killed the shell dies with
+	// it, and no long sleep outlives it.)
+	args = append(args, "--", "sh", "-c", `trap 'exit 0' TERM; echo $$ > `+pidFile+`; while :; do sleep 1; done`)
 	cmd := exec.Command(ferryBin, args...)
 	cmd.Env = append(append([]string{}, e.env...), "AWS_S3_ENDPOINT="+endpoint)
 	cmd.Stdout, cmd.Stderr = logf, logf

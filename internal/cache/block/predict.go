@@ -87,8 +87,11 @@ func (p *Prediction) Cancel() {
 // predictor runs Predictions and keeps their ledger. Its goroutines
 // (predictLoop) are owned by the Cache (its wg).
 type predictor struct {
-	// live is len(ledger), read without the lock by every cache read.
-	live atomic.Int64
+	// live is len(ledger), read without the lock by every cache read;
+	// lastPredict is when Predict was last called (unix ns): while either
+	// says predictions may run, reads are noted.
+	live        atomic.Int64
+	lastPredict atomic.Int64
 
 	// mu guards the fields below and the fields of every predFile; never
 	// held during I/O. Lock order: mu, then Cache.mu (Predict); Cache.mu
@@ -100,6 +103,41 @@ type predictor struct {
 	ledger  map[stageKey]*predFile
 	order   list.List // of *predFile, oldest first
 	st      PredictStats
+	// seen are objects the task read (or began to fetch itself) while no
+	// ledger entry named them, and when: a prediction of one of them in
+	// the next predictSeen is not made (it would count the task's own
+	// fetch as predicted, and as wasted).
+	seen map[stageKey]time.Time
+}
+
+// predictSeen is how long a read of an object without a ledger entry
+// keeps predictions of it from starting.
+const predictSeen = time.Minute
+
+// maxSeen bounds predictor.seen.
+const maxSeen = 4096
+
+// watching reports whether reads must be noted: a ledger entry exists,
+// or a prediction was asked for within predictSeen.
+func (pr *predictor) watching() bool {
+	return pr.live.Load() > 0 || time.Now().UnixNano()-pr.lastPredict.Load() < int64(predictSeen)
+}
+
+// sawLocked records a read of k, which has no ledger entry. pr.mu must
+// be held.
+func (pr *predictor) sawLocked(k stageKey) {
+	now := time.Now()
+	if pr.seen == nil {
+		pr.seen = map[stageKey]time.Time{}
+	}
+	if len(pr.seen) >= maxSeen {
+		for x, at := range pr.seen {
+			if now.Sub(at) > predictSeen || len(pr.seen) >= maxSeen {
+				delete(pr.seen, x)
+			}
+		}
+	}
+	pr.seen[k] = now
 }
 
 // predFile is the ledger entry of one predicted object version.
@@ -132,6 +170,7 @@ func (c *Cache) Predict(ref Ref, upto int64, rank int) *Prediction {
 	if ref.Size <= 0 || upto <= 0 || c.ctx.Err() != nil || c.st.free.Load() < c.cfg.MinFreeBytes {
 		return nil
 	}
+	c.pred.lastPredict.Store(time.Now().UnixNano())
 	o := c.object(ref)
 	ctx, cancel := context.WithCancel(c.ctx)
 	p := &Prediction{c: c, o: o, limit: min(o.nblocks, (upto+o.bs-1)/o.bs), ctx: ctx, cancel: cancel, rank: rank, idx: -1}
@@ -214,6 +253,9 @@ func (c *Cache) runPrediction(p *Prediction) {
 	}
 	pr := &c.pred
 	f := pr.entry(keyOf(p.o.ref), p.o.bs, p.limit)
+	if f == nil {
+		return // the task is reading it already
+	}
 	var cursor int64
 	err := c.warm(p.ctx, p.o, prioPredict, p.limit, p.limit, func(done int64) {
 		pr.landed(f, cursor, done)
@@ -224,7 +266,8 @@ func (c *Cache) runPrediction(p *Prediction) {
 	}
 }
 
-// entry returns the ledger entry of k, created (or widened to blocks).
+// entry returns the ledger entry of k, created (or widened to blocks),
+// or nil when the task has read k lately without one (see seen).
 func (pr *predictor) entry(k stageKey, bs, blocks int64) *predFile {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -232,6 +275,12 @@ func (pr *predictor) entry(k stageKey, bs, blocks int64) *predFile {
 		pr.ledger = map[stageKey]*predFile{}
 	}
 	f := pr.ledger[k]
+	if at, ok := pr.seen[k]; ok && f == nil {
+		if time.Since(at) < predictSeen {
+			return nil
+		}
+		delete(pr.seen, k)
+	}
 	if f == nil {
 		if len(pr.ledger) >= maxPredicted {
 			pr.retireOneLocked(pr.order.Front().Value.(*predFile))
@@ -273,13 +322,17 @@ func (pr *predictor) landed(f *predFile, from, done int64) {
 // noteRead records a read of [off, off+n) of the object k by the task;
 // w says whether and how the read waited for a fetch.
 func (pr *predictor) noteRead(k stageKey, off, n int64, w waitKind) {
-	if pr.live.Load() == 0 {
+	if !pr.watching() {
 		return
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	f := pr.ledger[k]
-	if f == nil || off < 0 || off >= k.size {
+	if f == nil {
+		pr.sawLocked(k)
+		return
+	}
+	if off < 0 || off >= k.size {
 		return
 	}
 	end := min(off+n, k.size)
@@ -304,6 +357,28 @@ func (pr *predictor) noteRead(k stageKey, off, n int64, w waitKind) {
 	if f.unread == 0 && allRead(f) {
 		pr.removeLocked(f)
 	}
+}
+
+// noteDemand records that the task's read of block idx of the object k
+// started its fetch itself: a prediction that finds it present later
+// did not predict it (it is not counted, neither hit nor wasted). A block
+// predicted before and fetched again counts as wasted when the read ends
+// (noteRead, waitFetched).
+func (pr *predictor) noteDemand(k stageKey, idx int64) {
+	if !pr.watching() {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	f := pr.ledger[k]
+	if f == nil {
+		pr.sawLocked(k)
+		return
+	}
+	if bit(f.read, idx) || bit(f.staged, idx) {
+		return
+	}
+	setBit(f.read, idx)
 }
 
 // allRead reports whether the task read every predicted block of f.

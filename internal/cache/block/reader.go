@@ -209,6 +209,9 @@ func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldObj, waited 
 		}
 		if started || waited == waitFetched {
 			waited = waitFetched
+			if started {
+				r.c.pred.noteDemand(keyOf(r.o.ref), idx) // never the prediction's
+			}
 		} else {
 			waited = waitJoined
 		}

@@ -55,7 +55,7 @@ func (c *Cache) stageRead(ref Ref, off, n int64, w waitKind) {
 	if n <= 0 {
 		return
 	}
-	if c.pred.live.Load() > 0 {
+	if c.pred.watching() {
 		c.pred.noteRead(keyOf(ref), off, n, w) // directory readahead (predict.go)
 	}
 	p := c.stagers.Load()

@@ -184,6 +184,7 @@ func TestSparesWhileBusy(t *testing.T) {
 		defer m.spareMu.Unlock()
 		return m.spareCountLocked()
 	}
+	m.refill() // as a first Create does
 	waitFor(t, "the spares", func() bool { return spares() == 64 })
 	stop := busyTask(t, m)
 	waitFor(t, "the task to be busy", func() bool { return !m.sched.busyUntil().IsZero() })

@@ -132,7 +132,12 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		j.close()
 		return nil, err
 	}
-	m.refill()
+	// No prefill yet: the first Create starts it (see newData). A task
+	// that writes a few outputs never needs a thousand spares, and on a
+	// node running one ferry per task their creation at start competed
+	// with the tasks' first reads (ext4 scans recently freed inodes for
+	// each new one: a sixth of each ferry's CPU while four tasks read a
+	// cold reference, 2026-12-01).
 	return m, nil
 }
 

@@ -223,7 +223,8 @@ func (cf *coldFile) done(cr *coldReader) {
 
 // checkWhole ends cf's events once its file is whole and verified: at
 // once when this process verified every block, else after a check in the
-// background (a seal another process wrote, or a full read).
+// background (a seal another process wrote, or a check of the chunks
+// this process has not verified: verifyRest).
 func (cf *coldFile) checkWhole() {
 	c, f := cf.c, cf.f
 	if f.have.Load() != f.o.nblocks {
@@ -244,7 +245,7 @@ func (cf *coldFile) checkWhole() {
 	c.wg.Add(1)
 	go func() { // owner: the Cache (Close waits for it)
 		defer c.wg.Done()
-		cf.setWhole(c.whole(f))
+		cf.setWhole(c.verifyRest(f))
 	}()
 }
 

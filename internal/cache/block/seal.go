@@ -3,6 +3,7 @@ package block
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"hash/crc32"
 	"os"
 	"strings"
@@ -196,13 +197,7 @@ func (c *Cache) verifyWhole(f *objFile) (ok bool, bad int64) {
 	if f.seal.ok && f.seal.at == st {
 		return true, -1
 	}
-	if ds, ok := readSeal(f.idx); ok && ds == st {
-		for idx := range o.nblocks {
-			if m := f.blocks[idx].Load(); m != nil {
-				m.verified.Store(allChunks(o.blockLen(idx), o.chunk))
-			}
-		}
-		f.seal.ok, f.seal.at = true, st
+	if f.adoptSealLocked(st) {
 		return true, -1
 	}
 	if f.seal.lastOK && f.seal.last == st && f.allVerified() {
@@ -230,4 +225,70 @@ func (c *Cache) verifyWhole(f *objFile) (ok bool, bad int64) {
 	}
 	c.st.verifiedBytes.Add(o.ref.Size)
 	return c.sealLocked(f), -1
+}
+
+// adoptSealLocked takes the seal in f's index (written by this process or
+// another one) when it matches the file's stamp st: every block is then
+// verified. f.seal.mu must be held.
+func (f *objFile) adoptSealLocked(st stamp) bool {
+	ds, ok := readSeal(f.idx)
+	if !ok || ds != st {
+		return false
+	}
+	o := f.o
+	for idx := range o.nblocks {
+		if m := f.blocks[idx].Load(); m != nil {
+			m.verified.Store(allChunks(o.blockLen(idx), o.chunk))
+		}
+	}
+	f.seal.ok, f.seal.at = true, st
+	return true
+}
+
+// verifyRest reports whether every chunk of f is verified once it checked
+// those this process has not verified yet: the end of a cold file that
+// became whole while this process's readers, each chunk checked before
+// the kernel could read it, were still on their way there. It goes from
+// the last block back, so that a reader still reading forward checks the
+// others and no chunk is read twice (whole instead reads all of a file
+// that changed since it was sealed: four per-task ferries filling one
+// 2 GiB reference each read it again, a sixth of each one's CPU,
+// 2026-12-01). A valid seal (another process's) is taken as it is; a
+// block that fails its check is dropped. When nothing wrote to the file
+// during the pass, it is sealed, so that later opens need no check.
+func (c *Cache) verifyRest(f *objFile) bool {
+	o := f.o
+	if o.nblocks == 0 || !f.loadAll(c) {
+		return false
+	}
+	st, err := stampOf(f.data)
+	if err != nil || st.size != o.ref.Size {
+		return false
+	}
+	f.seal.mu.Lock()
+	adopted := (f.seal.ok && f.seal.at == st) || f.adoptSealLocked(st)
+	f.seal.mu.Unlock()
+	if adopted {
+		return true
+	}
+	for idx := o.nblocks - 1; idx >= 0; idx-- {
+		if c.ctx.Err() != nil {
+			return false
+		}
+		if err := f.check(c, idx, nil, 0, o.blockLen(idx)); err != nil {
+			if errors.Is(err, errCorrupt) && f.blocks[idx].Load() != nil {
+				c.drop(f, idx)
+			}
+			return false
+		}
+	}
+	if !f.allVerified() {
+		return false
+	}
+	f.seal.mu.Lock()
+	defer f.seal.mu.Unlock()
+	if st2, err := stampOf(f.data); err == nil && st2 == st {
+		c.sealLocked(f)
+	}
+	return true
 }

@@ -90,7 +90,7 @@ if [ "$MODE" = floor ]; then
 fi
 if [ "$MODE" = task ]; then
   . "$LIB/tasks.sh"
-  TASKS=4 TASK_REF_MB=${TASK_REF_MB:-2048} TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
+  TASKS=${TASKS:-4} TASK_REF_MB=${TASK_REF_MB:-2048} TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
   mkdir -p "$W/data"
   head -c "${TASK_REF_MB}M" /dev/urandom >"$W/data/ref.bin"
   head -c "${TASK_OUT_MB}M" /dev/urandom >"$W/data/out.bin"
@@ -100,7 +100,7 @@ if [ "$MODE" = task ]; then
   for r in $(seq "$REPS"); do
     phase_reset
     ferry_tasks 1 "tout/ferry$r/"
-    tasks_finish ferry "$T0" "$FAILED" "tout/ferry$r/"
+    tasks_finish ferry "$T0" "$FAILED" "tout/ferry$r/" "" "one ferry run per task; $TT_NOTE"
     phase_record ferry task "the $TASKS ferry processes"
     rm -rf "$W/cache/ferry-task"
     tasks_fuse ferry "tout/shared$r/" _shared

@@ -98,6 +98,24 @@ pc_stop() {
   rm -f "$W/pagecache.out"
 }
 
+# Phases of a task run (task.py's TASK_TIMES): times_start before the tasks
+# start; times_note T0 prints, from T0, when the last task had read the
+# reference, and the medians of the tasks' read, compute and write phases
+# (a note of the run's task_wall).
+times_start() {
+  TT_DIR=$W/times
+  rm -rf "$TT_DIR"; mkdir -p "$TT_DIR"
+  export TASK_TIMES=$TT_DIR
+}
+times_note() {
+  unset TASK_TIMES
+  cat "$TT_DIR"/* 2>/dev/null | awk -v t0="$1" '
+    function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j > 0 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    { n++; r[n] = $2 - $1; c[n] = $3 - $2; w[n] = $4 - $3; if ($2 - t0 > last) last = $2 - t0 }
+    END { if (n) printf "all read after %.1f s; per task (median) read %.1f / compute %.1f / write %.1f s", last, med(r, n), med(c, n), med(w, n) }'
+}
+
 # ferry_tasks SHARED(1|0) PREFIX [ARGS...]: one `ferry run` per task (each its
 # own mount), all on one --cache-dir (1) or one each (0), with ARGS; sets
 # FAILED and T0; samples RSS/CPU of the ferry processes (not their task children).
@@ -106,6 +124,7 @@ ferry_tasks() {
   shift 2
   rm -rf "$cache"; drop_caches
   pc_start
+  times_start
   T0=$(now) FAILED=0
   for ((i = 0; i < TASKS; i++)); do
     M=$W/tmnt/ferry-$i; mkdir -p "$M"; echo "$M" >>"$W/mounts"
@@ -124,6 +143,7 @@ ferry_tasks() {
   wait "$PC_PID" 2>/dev/null || true
   PC_FERRY=$(cat "$W/pagecache.out" 2>/dev/null || echo fail)
   unset TASK_READ_DONE
+  TT_NOTE=$(times_note "$T0")
 }
 
 # tasks_ferry CONTENDER: the tasks with one `ferry run` each on one cache dir
@@ -143,7 +163,7 @@ tasks_ferry() {
     phase_reset
     ferry_tasks 0 "tout/$c$TSFX/" "${args[@]}"
   fi
-  tasks_finish "$c" "$T0" "$FAILED" "" "" "one ferry run per task"
+  tasks_finish "$c" "$T0" "$FAILED" "" "" "one ferry run per task; $TT_NOTE"
   record "$c" "task_pagecache$TSFX" "$PC_FERRY" x "one ferry run per task: growth of Cached until every task had read the reference (MinIO's copy excluded) / ${TASK_REF_MB} MiB"
   [ -n "$TSFX" ] || phase_record "$c" task "the $TASKS ferry processes"
   rm -rf "$W/cache/ferry-task"
@@ -160,6 +180,7 @@ tasks_fuse() {
   phase_reset
   c_umount "$c"; rm -rf "${W:?}/cache/$c"; drop_caches
   pc_start
+  times_start
   t0=$(now)
   c_mount "$c" || { kill "$PC_PID" 2>/dev/null; unset TASK_READ_DONE; return 1; }
   meas_start "$C_PID" --tree
@@ -169,7 +190,7 @@ tasks_fuse() {
       >"$W/logs/$c-task$sfx-$i.log" 2>&1 & pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
-  tasks_finish "$c" "$t0" "$failed" "$prefix" "$sfx" "one mount for all tasks"
+  tasks_finish "$c" "$t0" "$failed" "$prefix" "$sfx" "one mount for all tasks; $(times_note "$t0")"
   meas_stop
   if [[ $c == ferry* ]]; then wait "$PC_PID" 2>/dev/null || true; unset TASK_READ_DONE; else pc_stop "$c"; fi
   if [ -z "$sfx$TSFX" ]; then phase_record "$c" task "the mount daemon (one mount for all tasks)"; fi

@@ -74,7 +74,8 @@ func TestSmallFilesParallel(t *testing.T) {
 	cfg := e.config()
 	cfg.SpareFiles = DefaultSpareFiles
 	m := e.open(cfg)
-	m.refill()                                       // as a first Create does
+	// As a first Create does.
+	m.refill()
 	waitFor(t, "the spare data files", func() bool { // ferry starts before the task
 		m.spareMu.Lock()
 		defer m.spareMu.Unlock()

@@ -36,7 +36,9 @@ try:
 except OSError as e:
     print("error", e.errno)
 PY`, e.path("f/obj"), g.path("opened"), g.path("changed"))
-		done := e.startRun(script, "--cold-passthrough", "on")
+		// No background fill: it would make the open version whole before
+		// the object changes, and the read would then get its bytes.
+		done := e.startRun(script, "--cold-passthrough", "on", "--fill-random-up-to", "0")
 		g.wait(t, "opened", 2*time.Minute, done)
 		e.put("f/obj", randBytes(t, 12<<20)) // the version open is gone
 		g.set(t, "changed")

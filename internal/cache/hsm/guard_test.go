@@ -116,7 +116,12 @@ func readerRole() int {
 	case bytes.Equal(buf, make([]byte, len(buf))):
 		res = "zeros"
 	}
-	os.WriteFile(os.Getenv(outEnv), []byte(res), 0o600)
+	// Written whole, then renamed: the test polls for the file and must
+	// never see it empty.
+	tmp := os.Getenv(outEnv) + ".tmp"
+	if os.WriteFile(tmp, []byte(res), 0o600) != nil || os.Rename(tmp, os.Getenv(outEnv)) != nil {
+		return 1
+	}
 	return 0
 }
 

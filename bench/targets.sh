@@ -23,6 +23,11 @@
 #   bench/targets.sh task [REPS]    the full bench's task workload, ferry only
 #                                   (4 x ferry run on one cache dir, then the
 #                                   same tasks on one ferry mount; 2 GiB reference)
+#   bench/targets.sh dirrand [REPS] a process reads a tenth of the 4 KiB files of
+#                                   one directory of DIR_N (default 2,000) in random
+#                                   order, whole, cold (fresh mount), with directory
+#                                   readahead on and off: wall time, bytes read,
+#                                   predicted and wasted (issue 24's rule)
 #   bench/targets.sh floor [REPS]   the machine's floor for the write targets: a
 #                                   plain AWS SDK program (bench/putfloor, no
 #                                   FUSE, data in memory) PUTs 1,000 x 4 KiB (64
@@ -35,7 +40,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls | lsr | task | floor) ;; *) sed -n '2,34p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls | lsr | task | dirrand | floor) ;; *) sed -n '2,39p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -105,6 +110,38 @@ if [ "$MODE" = task ]; then
     rm -rf "$W/cache/ferry-task"
     tasks_fuse ferry "tout/shared$r/" _shared
   done
+  exit 0
+fi
+if [ "$MODE" = dirrand ]; then
+  DIR_N=${DIR_N:-2000}
+  python3 "$LIB/s3.py" put-many "$BUCKET" rnd/ "$DIR_N" 4096
+  # ferry's mount command with --dir-readahead=$DRA after "mount".
+  eval "$(declare -f c_cmd | sed '1s/c_cmd/c_cmd_plain/')"
+  c_cmd() { c_cmd_plain "$@" | awk -v d="--dir-readahead=$DRA" '{print} NR == 2 {print d}'; }
+  dra() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_dir_readahead_(predicted|wasted)_bytes_total/{sub(/^ferry_dir_readahead_/,""); sub(/_bytes_total/,""); printf "%s=%d ", $1, $NF}'; }
+  declare -A DT
+  for r in $(seq "$REPS"); do
+    for DRA in on off; do
+      c_cold ferry
+      export C_ROOT
+      timed_cmd 600 python3 -c '
+import os, random, sys
+d = os.path.join(os.environ["C_ROOT"], "rnd")
+names = sorted(os.listdir(d))
+random.seed(int(sys.argv[1]))
+n = 0
+for name in random.sample(names, len(names) // 10):
+    with open(os.path.join(d, name), "rb") as f:
+        n += len(f.read())
+open(sys.argv[2], "w").write(str(n))
+' "$r" "$W/dirread"
+      t=$(elapsed "$T_START" "$T_END")
+      DT[$DRA]+="$t "
+      log "run $r, dir readahead $DRA: read $(cat "$W/dirread") bytes of $((DIR_N / 10)) files in $t s; $(dra); requests: $(reqs)"
+    done
+  done
+  c_umount ferry
+  log "medians of $REPS: dir readahead on $(echo "${DT[on]}" | median) s, off $(echo "${DT[off]}" | median) s"
   exit 0
 fi
 if [ "$MODE" = ls ] || [ "$MODE" = lsr ]; then

@@ -46,18 +46,25 @@ minio_start() {
 # bandwidth toxics; sets TOXI_PID and TOXI_API. run.sh starts one per
 # contender (toxiproxy 2.12's memory grows with the traffic it has carried).
 proxy_start() {
-  local i
+  local i made=
   TOXI_API=http://127.0.0.1:$(free_port)
   bg toxiproxy toxiproxy-server -host 127.0.0.1 -port "${TOXI_API##*:}"
   TOXI_PID=$BG_PID
   for i in $(seq 100); do curl -fs "$TOXI_API/version" >/dev/null && break; sleep 0.1; done
-  curl -fs -X POST "$TOXI_API/proxies" -H 'Content-Type: application/json' \
-    -d "{\"name\":\"s3\",\"listen\":\"127.0.0.1:$PROXY_PORT\",\"upstream\":\"127.0.0.1:$MINIO_PORT\",\"enabled\":true}" >/dev/null &&
+  # The proxy's port may still be held for a moment by the previous
+  # proxy's process (one s3fs run of 2026-12-01 lost its proxy so): retry.
+  for i in $(seq 50); do
+    curl -fsS -X POST "$TOXI_API/proxies" -H 'Content-Type: application/json' \
+      -d "{\"name\":\"s3\",\"listen\":\"127.0.0.1:$PROXY_PORT\",\"upstream\":\"127.0.0.1:$MINIO_PORT\",\"enabled\":true}" \
+      >/dev/null 2>"$W/logs/toxiproxy-create.err" && { made=1; break; }
+    sleep 0.2
+  done
+  [ -n "$made" ] &&
     curl -fs -X POST "$TOXI_API/proxies/s3/toxics" -H 'Content-Type: application/json' \
       -d "{\"name\":\"lat_down\",\"type\":\"latency\",\"stream\":\"downstream\",\"toxicity\":1,\"attributes\":{\"latency\":$LAT_MS,\"jitter\":0}}" >/dev/null &&
     curl -fs -X POST "$TOXI_API/proxies/s3/toxics" -H 'Content-Type: application/json' \
       -d "{\"name\":\"bw_down\",\"type\":\"bandwidth\",\"stream\":\"downstream\",\"toxicity\":1,\"attributes\":{\"rate\":$RATE_KBPS}}" >/dev/null ||
-    { log "toxiproxy did not start: $(tail -3 "$W/logs/toxiproxy.log" | tr '\n' ' ')"; return 1; }
+    { log "toxiproxy did not start: $(cat "$W/logs/toxiproxy-create.err" 2>/dev/null) $(grep -v '"level":"\(debug\|trace\)"' "$W/logs/toxiproxy.log" | tail -3 | tr '\n' ' ')"; return 1; }
 }
 
 proxy_stop() {

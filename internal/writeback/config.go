@@ -114,8 +114,9 @@ type Config struct {
 	// kill of the process (it is in the page cache) but not a kernel crash.
 	SyncJournal bool
 	// SpareFiles is how many empty data files are created ahead, in the
-	// background from the first Create on, and kept ready (refilled once fifteen sixteenths are
-	// used; while the task is busy, only up to an eighth): creating
+	// background from the first Create on, and kept ready (refilled once
+	// fifteen sixteenths are used; while the task is busy, only up to an
+	// eighth): creating
 	// a file costs far more than reusing one on many file systems (0.5 ms
 	// of CPU on some cloud disks), and a task often writes many small files
 	// in a burst, faster than uploads free theirs. Default 1024; < 0

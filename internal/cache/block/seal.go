@@ -194,10 +194,7 @@ func (c *Cache) verifyWhole(f *objFile) (ok bool, bad int64) {
 	if err != nil || st.size != o.ref.Size {
 		return false, -1
 	}
-	if f.seal.ok && f.seal.at == st {
-		return true, -1
-	}
-	if f.adoptSealLocked(st) {
+	if f.sealValidLocked(st) {
 		return true, -1
 	}
 	if f.seal.lastOK && f.seal.last == st && f.allVerified() {
@@ -225,6 +222,13 @@ func (c *Cache) verifyWhole(f *objFile) (ok bool, bad int64) {
 	}
 	c.st.verifiedBytes.Add(o.ref.Size)
 	return c.sealLocked(f), -1
+}
+
+// sealValidLocked reports whether f is sealed at stamp st, by this
+// process or by a seal in its index (adoptSealLocked). f.seal.mu must be
+// held.
+func (f *objFile) sealValidLocked(st stamp) bool {
+	return (f.seal.ok && f.seal.at == st) || f.adoptSealLocked(st)
 }
 
 // adoptSealLocked takes the seal in f's index (written by this process or
@@ -266,7 +270,7 @@ func (c *Cache) verifyRest(f *objFile) bool {
 		return false
 	}
 	f.seal.mu.Lock()
-	adopted := (f.seal.ok && f.seal.at == st) || f.adoptSealLocked(st)
+	adopted := f.sealValidLocked(st)
 	f.seal.mu.Unlock()
 	if adopted {
 		return true

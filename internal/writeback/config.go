@@ -77,6 +77,13 @@ type Config struct {
 	// quiet, heavy requests ramp up (doubling every 100 ms); a Sync or
 	// Drain waiting lifts the limit. Default 30ms; < 0 disables the limit.
 	ForegroundQuiet time.Duration
+	// LocalForeground: uploads yield to this Manager's task only. By
+	// default they yield to every task on the node whose Manager stages
+	// under the same Dir (per-task ferries sharing a cache directory):
+	// while any of them is busy, the limits of ForegroundQuiet hold for
+	// the requests of all of them together, as under one mount, and a
+	// Drain yields to the others' tasks too (a Sync does not).
+	LocalForeground bool
 	// ForegroundUploads: requests in flight while the task is busy writing
 	// (see ForegroundQuiet). Default the number of CPUs (GOMAXPROCS): on
 	// 2 cores, twice that made a cp of 1,000 small files return 6 %

@@ -71,7 +71,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // waits for one that did). Staged data of failed files stays with its
 // journal record for a later New.
 func (m *Manager) Drain(ctx context.Context) error {
-	defer m.sched.hurry()() // the task waits: upload at full speed
+	defer m.sched.hurry(false)() // the task waits: upload at full speed (the node's other tasks first)
 	m.releaseLast()
 	for _, f := range m.liveFiles() {
 		f.mu.Lock()

@@ -126,8 +126,12 @@ func New(ctx context.Context, cfg Config, resolve StoreResolver) (*Manager, erro
 		recent:    map[Target]recentDrop{},
 		deepPool:  deepPool{work: make(chan deepCall)},
 	}
+	if !cfg.LocalForeground {
+		m.sched.node = openNodeFG(cfg.Dir)
+	}
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := m.recover(); err != nil {
+		m.sched.stop()
 		m.cancel()
 		j.close()
 		return nil, err

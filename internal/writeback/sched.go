@@ -51,6 +51,7 @@ type sched struct {
 	limit   [numClasses]int  // requests in flight per class
 	clock   func() time.Time // monotonic clock; tests replace it
 	epoch   time.Time
+	node    *nodeFG // the other Managers on the node (nodefg.go); nil: none. Set before use.
 	// ops: the times of the last fgBurst foreground ops (ns from epoch,
 	// 0 = none), a ring indexed by opN.
 	ops [fgBurst]atomic.Int64
@@ -65,6 +66,7 @@ type sched struct {
 	tickets  int                   // attempts started that have not asked for a slot yet
 	seq      uint64                // arrival counter
 	hurries  int                   // Sync and Drain calls waiting
+	syncs    int                   // of which Sync calls
 	timer    *time.Timer           // looks again when the foreground may be quiet
 	timerAt  time.Time             // when timer fires (zero: not armed)
 	stopped  bool
@@ -107,7 +109,11 @@ const fgBurst = 8
 func (s *sched) foreground() {
 	if s.quiet > 0 {
 		n := s.opN.Add(1)
-		s.ops[n%fgBurst].Store(int64(s.clock().Sub(s.epoch)) | 1) // never 0
+		now := s.clock()
+		s.ops[n%fgBurst].Store(int64(now.Sub(s.epoch)) | 1) // never 0
+		if s.node != nil {
+			s.node.publishQuiet(now, s.quietAt)
+		}
 	}
 }
 
@@ -116,18 +122,25 @@ func (s *sched) foreground() {
 // mu (two readings could see a quiet foreground, then a busy one).
 type fgView struct {
 	now     time.Time
-	quiet   time.Time // when the foreground turned (or turns) quiet
+	quiet   time.Time // when the foreground turned (or turns) quiet, own or the node's
 	wasBusy bool      // quiet is set: the foreground was ever busy
+	node    nodeView  // the other Managers' tasks
 }
 
 func (s *sched) view() fgView {
 	v := fgView{now: s.clock()}
 	v.quiet, v.wasBusy = s.quietAt()
+	if s.node != nil {
+		v.node = s.node.others(v.now)
+		if !v.node.quiet.IsZero() && (!v.wasBusy || v.node.quiet.After(v.quiet)) {
+			v.quiet, v.wasBusy = v.node.quiet, true
+		}
+	}
 	return v
 }
 
-// busyUntil returns when the foreground turns quiet (if no other op
-// comes); zero when it is quiet now.
+// busyUntil returns when the foreground, the own task's or another's on
+// the node, turns quiet (if no other op comes); zero when it is quiet now.
 func (v fgView) busyUntil() time.Time {
 	if !v.wasBusy || !v.now.Before(v.quiet) {
 		return time.Time{}
@@ -179,7 +192,7 @@ const heavyRamp = 100 * time.Millisecond
 // Concurrency). Caller holds mu.
 func (s *sched) heavyLimitLocked(v fgView) (int, time.Time) {
 	full := s.limit[classHeavy]
-	if s.hurries > 0 || !v.wasBusy {
+	if s.syncs > 0 || (s.hurries > 0 && v.node.quiet.IsZero()) || !v.wasBusy {
 		return full, time.Time{}
 	}
 	k := 1 + int(v.now.Sub(v.quiet)/heavyRamp)
@@ -299,15 +312,21 @@ func (s *sched) acquire(ctx context.Context, class int) error {
 func (s *sched) release(class int) {
 	s.mu.Lock()
 	s.inflight[class]--
+	s.publishLocked()
 	s.dispatchLocked()
 	s.mu.Unlock()
 }
 
 // hurry lifts the foreground limit until the returned func is called (a
-// Sync or Drain waits for uploads).
-func (s *sched) hurry() (done func()) {
+// Sync, isSync true, or Drain waits for uploads; see busyUntilFor).
+func (s *sched) hurry(isSync bool) (done func()) {
+	n := 0
+	if isSync {
+		n = 1
+	}
 	s.mu.Lock()
 	s.hurries++
+	s.syncs += n
 	s.dispatchLocked()
 	s.mu.Unlock()
 	var once sync.Once
@@ -315,6 +334,7 @@ func (s *sched) hurry() (done func()) {
 		once.Do(func() {
 			s.mu.Lock()
 			s.hurries--
+			s.syncs -= n
 			s.mu.Unlock()
 		})
 	}
@@ -328,16 +348,16 @@ func (s *sched) stop() {
 		s.timer.Stop()
 	}
 	s.mu.Unlock()
+	if s.node != nil {
+		s.node.close()
+	}
 }
 
 // dispatchLocked admits every request and starts every attempt that may
 // go now. Caller holds mu.
 func (s *sched) dispatchLocked() {
 	v := s.view()
-	var until time.Time // when the foreground turns quiet; zero: quiet now, or a Sync or Drain waits
-	if s.hurries == 0 {
-		until = v.busyUntil()
-	}
+	until := v.busyUntilFor(s.hurries, s.syncs) // when the foreground turns quiet; zero: quiet now, or a Sync waits
 	if until.IsZero() {
 		heavy, grows := s.heavyLimitLocked(v)
 		for c := range numClasses {
@@ -362,13 +382,14 @@ func (s *sched) dispatchLocked() {
 	// Requests, oldest first, while fewer than fgLimit are in flight, at
 	// most fgHeavy of them heavy, and a heavy one only once it waited
 	// heavyBusyWait (a light one may pass a heavy one held back).
+	// The limits hold for the node: other Managers' requests count.
 	now := v.now
 	var aged time.Time // when the heavy request held back by its age may go
-	for s.inflight[classHeavy]+s.inflight[classLight] < s.fgLimit {
+	for v.node.total+s.inflight[classHeavy]+s.inflight[classLight] < s.fgLimit {
 		var next *waiter
 		for c := range numClasses {
 			e := s.waiting[c].Front()
-			if e == nil || s.inflight[c] >= s.limit[c] || (c == classHeavy && s.inflight[c] >= s.fgHeavy) {
+			if e == nil || s.inflight[c] >= s.limit[c] || (c == classHeavy && v.node.heavy+s.inflight[c] >= s.fgHeavy) {
 				continue
 			}
 			w := e.Value.(*waiter)
@@ -402,8 +423,13 @@ func (s *sched) dispatchLocked() {
 	}
 	if s.queued > 0 || s.starters.Len() > 0 {
 		// Held back by the foreground: look again when it may have
-		// turned quiet (a release or a Sync may come first).
+		// turned quiet (a release or a Sync may come first), or, while
+		// other Managers' requests hold it back, when they may have
+		// ended.
 		s.armLocked(until)
+		if s.queued > 0 && v.node.total > 0 {
+			s.armLocked(now.Add(nodePoll))
+		}
 	}
 }
 
@@ -451,6 +477,7 @@ func (s *sched) admitLocked(w *waiter) {
 		s.waiting[w.class].Remove(w.elem)
 		s.queued--
 		s.inflight[w.class]++
+		s.publishLocked()
 	}
 	w.elem = nil
 	close(w.ready)

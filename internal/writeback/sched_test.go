@@ -28,7 +28,7 @@ func TestSchedLimits(t *testing.T) {
 				st.busy()
 			}
 			if tc.hurry {
-				defer st.s.hurry()()
+				defer st.s.hurry(true)()
 			}
 			var rs []*req
 			for range 8 {
@@ -96,7 +96,7 @@ func TestSchedHurry(t *testing.T) {
 		rs = append(rs, st.acquire(st.ctx, classLight))
 	}
 	st.wantInflight(rs, 0, 2)
-	done := st.s.hurry()
+	done := st.s.hurry(false)
 	st.wantInflight(rs, 0, 4)
 	done()
 	done() // idempotent

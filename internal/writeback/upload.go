@@ -431,7 +431,7 @@ func (f *File) Sync(ctx context.Context) error {
 	g := f.gen
 	f.syncGen = max(f.syncGen, g)
 	f.mu.Unlock()
-	defer f.m.sched.hurry()() // an fsync waits: upload at full speed
+	defer f.m.sched.hurry(true)() // an fsync waits: upload at full speed
 	f.kick()
 	// An OrderLast file's loop may wait in waitEligible for a change: the
 	// sync is one (eligibleLocked).

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/ferry-fs/ferry/internal/cache/hsm"
@@ -39,6 +40,9 @@ type coldFile struct {
 	c *Cache
 	f *objFile // referenced by the coldFile until dropped
 	w *hsm.Watch
+	// fillAt: wall ns when Ready last asked for the background fill (see
+	// fillEvery).
+	fillAt atomic.Int64
 
 	// mu guards the fields below. Never held while taking Cache.mu.
 	mu      sync.Mutex

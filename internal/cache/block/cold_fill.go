@@ -5,7 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
+
+// fillEvery: Ready asks for the background fill (Cache.startFill, which
+// takes the cache's lock) at most this often per file: every read of a
+// file that is not whole raises an event, tens of thousands a second. A
+// fill that failed is asked for again on a later event.
+const fillEvery = 250 * time.Millisecond
 
 // The Filler side of a coldFile (hsm.Filler): the listener calls Ready on
 // every event, in order, and Fill, in a goroutine of its own, for a range
@@ -47,7 +54,9 @@ func (cf *coldFile) Ready(off, n int64, pid int32) bool {
 	// below the readers' own fetches: the sooner it is whole, the sooner its
 	// reads cost nothing.
 	if c := cf.c; c.cfg.FillRandomUpTo > 0 && o.ref.Size <= c.cfg.FillRandomUpTo {
-		c.startFill(o)
+		if now, at := time.Now().UnixNano(), cf.fillAt.Load(); now-at >= int64(fillEvery) && cf.fillAt.CompareAndSwap(at, now) {
+			c.startFill(o)
+		}
 	}
 	for idx := first; idx <= last; idx++ {
 		m := f.blocks[idx].Load()

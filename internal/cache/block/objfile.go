@@ -39,10 +39,11 @@ type objFile struct {
 	idx  *os.File // header, seal and block records
 	// blocks[i] is the meta of block i when it is known present.
 	blocks []atomic.Pointer[blockMeta]
-	have   atomic.Int64 // blocks with a meta
-	hdrOK  atomic.Bool  // the index header is known written
-	ent    *entry       // index entry, for last-access times; set before publication
-	seal   sealState    // what this process knows of the data file being whole (seal.go)
+	absent []atomic.Uint64 // bit i: this process found block i's record missing (claim.go, fresh)
+	have   atomic.Int64    // blocks with a meta
+	hdrOK  atomic.Bool     // the index header is known written
+	ent    *entry          // index entry, for last-access times; set before publication
+	seal   sealState       // what this process knows of the data file being whole (seal.go)
 
 	// Guarded by Cache.mu:
 	refs   int           // holders: Readers and fetches writing into it
@@ -72,6 +73,7 @@ func (f *objFile) load(c *Cache, idx int64) bool {
 	o := f.o
 	rec := make([]byte, o.recLen)
 	if _, err := f.idx.ReadAt(rec, o.recOff(idx)); err != nil {
+		f.sawAbsent(idx)
 		return false // a short file: not written yet
 	}
 	return f.parse(c, idx, rec)
@@ -85,9 +87,14 @@ func (f *objFile) parse(c *Cache, idx int64, rec []byte) bool {
 		c.log.Warn("block cache: bad block record, refetching", "path", f.o.idxPath(), "block", idx)
 	}
 	if !ok {
+		f.sawAbsent(idx)
 		return false
 	}
-	if f.blocks[idx].CompareAndSwap(nil, &blockMeta{crcs: crcs}) {
+	m := &blockMeta{crcs: crcs}
+	if f.fresh(idx) {
+		m.verified.Store(allChunks(f.o.blockLen(idx), f.o.chunk))
+	}
+	if f.blocks[idx].CompareAndSwap(nil, m) {
 		f.have.Add(1)
 	}
 	return true
@@ -303,7 +310,8 @@ func (c *Cache) openPair(o *object) (*objFile, error) {
 		idx.Close()
 		return nil, err
 	}
-	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks)}
+	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks),
+		absent: make([]atomic.Uint64, (o.nblocks+63)/64)}
 	if f.headerOK() {
 		f.hdrOK.Store(true)
 		return f, nil

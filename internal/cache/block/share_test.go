@@ -220,3 +220,52 @@ func TestStuckClaimIsBounded(t *testing.T) {
 		t.Fatalf("read of 4 stuck blocks took %v, want about one wait of %v", took, claimWaitLimit)
 	}
 }
+
+// TestFreshBlocksTrusted: a block another process published after this
+// one found it missing is taken as verified (its writer checksummed it on
+// the way in); one already present when this process first looked is
+// checked before it is served, and a damaged one is never served.
+func TestFreshBlocksTrusted(t *testing.T) {
+	cfg := Config{BlockSize: 64 << 10, PartSize: 128 << 10}
+	f := newFixture(t, 4<<20, cfg)
+	cfg.Dir = f.cache.cfg.Dir
+	b := f.open(cfg)
+	rb := b.Open(f.ref)
+	defer rb.Close()
+	fb, err := b.openObj(rb.o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.release(fb)
+	const looked, unseen = 3, 9 // b looks at block 3 before a fetches it, never at block 9
+	if fb.load(b, looked) {
+		t.Fatal("block present before any fetch")
+	}
+	ra := f.cache.Open(f.ref)
+	defer ra.Close()
+	f.readAll(ra, 256<<10, f.data)
+	for _, tc := range []struct {
+		idx  int64
+		want uint64
+	}{
+		{looked, allChunks(rb.o.blockLen(looked), rb.o.chunk)},
+		{unseen, 0},
+	} {
+		if !fb.load(b, tc.idx) {
+			t.Fatalf("block %d not present after the other cache's fetch", tc.idx)
+		}
+		if got := fb.blocks[tc.idx].Load().verified.Load(); got != tc.want {
+			t.Errorf("block %d: verified %#x, want %#x", tc.idx, got, tc.want)
+		}
+	}
+	// Block 9 is damaged on disk before b reads it: b checks, refetches,
+	// and serves the object's bytes.
+	bad := make([]byte, 100)
+	if _, err := fb.data.WriteAt(bad, unseen*rb.o.bs+10); err != nil {
+		t.Fatal(err)
+	}
+	f.readAll(rb, 64<<10, f.data)
+	if n := b.Stats().Corruptions; n == 0 {
+		t.Error("the damaged block was not found")
+	}
+}

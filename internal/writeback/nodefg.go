@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // The node-wide foreground (README.md, "the task first"): every Manager
@@ -46,6 +44,8 @@ const (
 	// nodeFuture: a quiet time further ahead than this is not believed
 	// (a clock step, or a damaged page).
 	nodeFuture = time.Second
+	// fOFDSetLK is F_OFD_SETLK (Linux 3.15+); the syscall package lacks it.
+	fOFDSetLK = 37
 )
 
 // nodeFG is a Manager's view of the shared page. Its methods are safe for
@@ -86,7 +86,7 @@ func openNodeFG(root string) *nodeFG {
 	n := &nodeFG{f: f, mem: mem}
 	n.own.Store(-1)
 	for i := range nodeSlots {
-		if n.lock(i, unix.F_WRLCK) {
+		if n.lock(i, syscall.F_WRLCK) {
 			n.clear(i)
 			n.own.Store(int32(i))
 			break
@@ -98,8 +98,8 @@ func openNodeFG(root string) *nodeFG {
 // lock takes (F_WRLCK) or releases (F_UNLCK) slot i's lock without
 // waiting, and reports whether it could.
 func (n *nodeFG) lock(i int, typ int16) bool {
-	lk := unix.Flock_t{Type: typ, Whence: 0, Start: int64(i * nodeSlotSize), Len: nodeSlotSize}
-	return unix.FcntlFlock(n.f.Fd(), unix.F_OFD_SETLK, &lk) == nil
+	lk := syscall.Flock_t{Type: typ, Whence: 0, Start: int64(i * nodeSlotSize), Len: nodeSlotSize}
+	return syscall.FcntlFlock(n.f.Fd(), fOFDSetLK, &lk) == nil
 }
 
 func (n *nodeFG) i64(i, off int) *int64 {
@@ -188,9 +188,9 @@ func (n *nodeFG) reap(ns int64, own int) {
 		if i == own || atomic.LoadInt32(n.i32(i, slotHeavy))+atomic.LoadInt32(n.i32(i, slotLight)) == 0 {
 			continue
 		}
-		if n.lock(i, unix.F_WRLCK) {
+		if n.lock(i, syscall.F_WRLCK) {
 			n.clear(i)
-			n.lock(i, unix.F_UNLCK)
+			n.lock(i, syscall.F_UNLCK)
 		}
 	}
 }
@@ -205,7 +205,7 @@ func (n *nodeFG) close() {
 	i := n.own.Swap(-1)
 	if i >= 0 {
 		n.clear(int(i))
-		n.lock(int(i), unix.F_UNLCK) // the mapping holds the file open
+		n.lock(int(i), syscall.F_UNLCK) // the mapping holds the file open
 	}
 	n.f.Close()
 }

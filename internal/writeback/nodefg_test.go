@@ -1,10 +1,9 @@
 package writeback
 
 import (
+	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // newNodeSchedTest is newSchedTest with the sched on the node page under
@@ -105,7 +104,7 @@ func TestNodeFGSlots(t *testing.T) {
 	}
 	// Slot 7's owner dies: the kernel drops its lock (with its mapping),
 	// its counts stay.
-	ns[7].lock(7, unix.F_UNLCK)
+	ns[7].lock(7, syscall.F_UNLCK)
 	extra.reapAt.Store(0)    // the check above looked (the owner lived)
 	extra.others(time.Now()) // reaps: the slot's quiet time is 0
 	if v := extra.others(time.Now()); v.total != 0 {

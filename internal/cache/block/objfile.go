@@ -73,8 +73,10 @@ func (f *objFile) load(c *Cache, idx int64) bool {
 	o := f.o
 	rec := make([]byte, o.recLen)
 	if _, err := f.idx.ReadAt(rec, o.recOff(idx)); err != nil {
-		f.sawAbsent(idx)
-		return false // a short file: not written yet
+		if err == io.EOF {
+			f.sawAbsent(idx) // a short file: not written yet
+		}
+		return false
 	}
 	return f.parse(c, idx, rec)
 }
@@ -120,7 +122,9 @@ func (f *objFile) loadAll(c *Cache) bool {
 			buf = make([]byte, min(per, o.nblocks)*o.recLen) // not 1 MiB for a one-block object
 		}
 		b := buf[:n*o.recLen]
-		if m, _ := f.idx.ReadAt(b, o.recOff(first)); int64(m) < int64(len(b)) {
+		if m, err := f.idx.ReadAt(b, o.recOff(first)); err != nil && err != io.EOF {
+			return false // not read: nothing is known missing
+		} else if int64(m) < int64(len(b)) {
 			clear(b[m:])
 		}
 		for i := first; i < first+n; i++ {

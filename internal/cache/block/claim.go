@@ -145,24 +145,3 @@ func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 		wait = min(2*wait, claimWaitMax)
 	}
 }
-
-// Blocks published by another process while this one looked. A block
-// this process found missing (no valid record in the index: load, parse)
-// and later finds present was written, since then, by a process sharing
-// the cache, which wrote its bytes first and its record after them,
-// from checksums it computed on the bytes as they arrived, as this
-// process does with its own fetches: so it is taken as verified, as this
-// process's own fetches are, and its bytes are not read and checked
-// again. A block already present when this process first looked may be
-// left from any earlier time (a crash, a damaged disk) and is checked
-// before it is served. Without this, every ferry of a node whose tasks
-// read one cold reference together read and checksummed all of it
-// again (the bench's task workload, eight tasks with a ferry each reading
-// one cold 2 GiB reference: the eight ferries' CPU 27.0 → 19.9 s,
-// 2026-12-02, one run each).
-
-// sawAbsent records that block idx's record was missing.
-func (f *objFile) sawAbsent(idx int64) { f.absent[idx/64].Or(1 << (idx % 64)) }
-
-// fresh reports whether block idx's record was found missing before.
-func (f *objFile) fresh(idx int64) bool { return f.absent[idx/64].Load()&(1<<(idx%64)) != 0 }

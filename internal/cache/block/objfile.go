@@ -39,11 +39,10 @@ type objFile struct {
 	idx  *os.File // header, seal and block records
 	// blocks[i] is the meta of block i when it is known present.
 	blocks []atomic.Pointer[blockMeta]
-	absent []atomic.Uint64 // bit i: this process found block i's record missing (claim.go, fresh)
-	have   atomic.Int64    // blocks with a meta
-	hdrOK  atomic.Bool     // the index header is known written
-	ent    *entry          // index entry, for last-access times; set before publication
-	seal   sealState       // what this process knows of the data file being whole (seal.go)
+	have   atomic.Int64 // blocks with a meta
+	hdrOK  atomic.Bool  // the index header is known written
+	ent    *entry       // index entry, for last-access times; set before publication
+	seal   sealState    // what this process knows of the data file being whole (seal.go)
 
 	// Guarded by Cache.mu:
 	refs   int           // holders: Readers and fetches writing into it
@@ -73,10 +72,7 @@ func (f *objFile) load(c *Cache, idx int64) bool {
 	o := f.o
 	rec := make([]byte, o.recLen)
 	if _, err := f.idx.ReadAt(rec, o.recOff(idx)); err != nil {
-		if err == io.EOF {
-			f.sawAbsent(idx) // a short file: not written yet
-		}
-		return false
+		return false // a short file: not written yet
 	}
 	return f.parse(c, idx, rec)
 }
@@ -89,14 +85,9 @@ func (f *objFile) parse(c *Cache, idx int64, rec []byte) bool {
 		c.log.Warn("block cache: bad block record, refetching", "path", f.o.idxPath(), "block", idx)
 	}
 	if !ok {
-		f.sawAbsent(idx)
 		return false
 	}
-	m := &blockMeta{crcs: crcs}
-	if f.fresh(idx) {
-		m.verified.Store(allChunks(f.o.blockLen(idx), f.o.chunk))
-	}
-	if f.blocks[idx].CompareAndSwap(nil, m) {
+	if f.blocks[idx].CompareAndSwap(nil, &blockMeta{crcs: crcs}) {
 		f.have.Add(1)
 	}
 	return true
@@ -122,9 +113,7 @@ func (f *objFile) loadAll(c *Cache) bool {
 			buf = make([]byte, min(per, o.nblocks)*o.recLen) // not 1 MiB for a one-block object
 		}
 		b := buf[:n*o.recLen]
-		if m, err := f.idx.ReadAt(b, o.recOff(first)); err != nil && err != io.EOF {
-			return false // not read: nothing is known missing
-		} else if int64(m) < int64(len(b)) {
+		if m, _ := f.idx.ReadAt(b, o.recOff(first)); int64(m) < int64(len(b)) {
 			clear(b[m:])
 		}
 		for i := first; i < first+n; i++ {
@@ -314,8 +303,7 @@ func (c *Cache) openPair(o *object) (*objFile, error) {
 		idx.Close()
 		return nil, err
 	}
-	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks),
-		absent: make([]atomic.Uint64, (o.nblocks+63)/64)}
+	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks)}
 	if f.headerOK() {
 		f.hdrOK.Store(true)
 		return f, nil

@@ -28,6 +28,10 @@
 #                                   order, whole, cold (fresh mount), with directory
 #                                   readahead on and off: wall time, bytes read,
 #                                   predicted and wasted (issue 24's rule)
+#   bench/targets.sh small [REPS]   the full bench's small-file read-back: ls |
+#                                   xargs -P 8 -n 100 cat of SMALL_N (default
+#                                   10,000) x 4 KiB on a fresh mount, cold, with
+#                                   ferry's and MinIO's CPU and the requests
 #   bench/targets.sh floor [REPS]   the machine's floor for the write targets: a
 #                                   plain AWS SDK program (bench/putfloor, no
 #                                   FUSE, data in memory) PUTs 1,000 x 4 KiB (64
@@ -40,7 +44,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls | lsr | task | dirrand | floor) ;; *) sed -n '2,39p' "$0"; exit 2 ;; esac
+case $MODE in write | read | ls | lsr | task | dirrand | small | floor) ;; *) sed -n '2,43p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -74,6 +78,16 @@ FERRY_METRICS_PORT=$(free_port)
 reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 # fuseops: ferry's FUSE operations so far, by op (from /metrics).
 fuseops() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_fuse_ops_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
+# perf_start NAME / perf_stop: with PERF_OUT, a perf profile of ferry ($C_PID).
+perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
+perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }
+# dra: ferry's directory-readahead counters so far (from /metrics).
+dra() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_dir_readahead_(files|predicted|hit|wasted)_bytes_total/{sub(/^ferry_dir_readahead_/,""); sub(/(_bytes)?_total/,""); printf "%s=%d ", $1, $NF}'; }
+# FERRY_EXTRA="--flag value ...": more words for ferry's mount command (A/B runs).
+if [ -n "${FERRY_EXTRA:-}" ]; then
+  eval "$(declare -f c_cmd | sed '1s/c_cmd/c_cmd_base/')"
+  c_cmd() { c_cmd_base "$@" | awk -v x="$FERRY_EXTRA" '{print} NR == 2 {n = split(x, a, " "); for (i = 1; i <= n; i++) print a[i]}'; }
+fi
 env_start
 if [ "$MODE" = floor ]; then
   (cd "$ROOT" && go build -o "$W/putfloor" ./bench/putfloor)
@@ -118,7 +132,6 @@ if [ "$MODE" = dirrand ]; then
   # ferry's mount command with --dir-readahead=$DRA after "mount".
   eval "$(declare -f c_cmd | sed '1s/c_cmd/c_cmd_plain/')"
   c_cmd() { c_cmd_plain "$@" | awk -v d="--dir-readahead=$DRA" '{print} NR == 2 {print d}'; }
-  dra() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_dir_readahead_(predicted|wasted)_bytes_total/{sub(/^ferry_dir_readahead_/,""); sub(/_bytes_total/,""); printf "%s=%d ", $1, $NF}'; }
   declare -A DT
   for r in $(seq "$REPS"); do
     for DRA in on off; do
@@ -142,6 +155,27 @@ open(sys.argv[2], "w").write(str(n))
   done
   c_umount ferry
   log "medians of $REPS: dir readahead on $(echo "${DT[on]}" | median) s, off $(echo "${DT[off]}" | median) s"
+  exit 0
+fi
+if [ "$MODE" = small ]; then
+  SMALL_N=${SMALL_N:-10000}
+  python3 "$LIB/s3.py" put-many "$BUCKET" smallrb/ "$SMALL_N" 4096
+  pcpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
+  declare -a ST
+  for r in $(seq "$REPS"); do
+    c_cold ferry
+    f0=$(pcpu "$C_PID") m0=$(pcpu "$MINIO_PID") x0=$(pcpu "$TOXI_PID")
+    read -r _ a b c i w _ </proc/stat
+    perf_start small.$r
+    timed_cmd 600 bash -c "cd '$C_ROOT/smallrb' && ls | xargs -P 8 -n 100 cat | wc -c >'$W/bytes'"
+    perf_stop
+    t=$(elapsed "$T_START" "$T_END")
+    ST+=("$t")
+    read -r _ a2 b2 c2 i2 w2 _ </proc/stat
+    log "run $r: $(cat "$W/bytes") bytes in $t s; CPU ferry $(elapsed "$f0" "$(pcpu "$C_PID")") s, MinIO $(elapsed "$m0" "$(pcpu "$MINIO_PID")") s, proxy $(elapsed "$x0" "$(pcpu "$TOXI_PID")") s, machine idle $(((i2 - i) * 100 / (a2 + b2 + c2 + i2 + w2 - a - b - c - i - w)))% + iowait $(((w2 - w) * 100 / (a2 + b2 + c2 + i2 + w2 - a - b - c - i - w)))%; load $(cut -d' ' -f1 /proc/loadavg); $(dra)requests: $(reqs)FUSE: $(fuseops)"
+  done
+  c_umount ferry
+  log "median of $REPS: $(echo "${ST[*]}" | median) s"
   exit 0
 fi
 if [ "$MODE" = ls ] || [ "$MODE" = lsr ]; then
@@ -197,8 +231,6 @@ PY
 cpu() { local p t=0; for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; awk -v t=$t 'BEGIN{printf "%.2f", t/100}'; }
 # TOXI_PID: set by env_start (lib/env.sh proxy_start)
 
-perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
-perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }
 # TIMELINE=1: during each dd and cp, every 0.1 s, the Puts and bytes ferry
 # sent (finished requests) and the
 # machine's busy CPU share (from /proc/stat) over that 0.1 s.

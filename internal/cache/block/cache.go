@@ -36,6 +36,7 @@ type Cache struct {
 	log        *slog.Logger
 	partBlocks int64 // blocks per readahead GET
 	nworkers   int
+	maxIdle    int // idle object files kept open (objfile.go)
 
 	ctx     context.Context    // canceled by Close; fetches run under it
 	cancel  context.CancelFunc //
@@ -86,6 +87,10 @@ type Cache struct {
 	queue    [nPrio]list.List    // of *job not started yet, by priority
 	fills    map[objID]time.Time // objects being warmed in the background (zero time) or warmed whole at a time
 	stuck    map[objID]time.Time // objects whose claims another process held too long, and when (claim.go)
+	// smallCond (on mu) wakes the small workers (workers.go); smallIdle
+	// counts those waiting on it and not signaled yet.
+	smallCond sync.Cond
+	smallIdle int
 }
 
 // New opens (creating if needed) the cache in cfg.Dir and starts its fetch
@@ -103,6 +108,7 @@ func New(cfg Config) (*Cache, error) {
 		log:        cfg.Logger,
 		partBlocks: cfg.PartSize / cfg.BlockSize,
 		nworkers:   cfg.workers(),
+		maxIdle:    idleBound(nofile()),
 		ctx:        ctx,
 		cancel:     cancel,
 		kick:       make(chan struct{}, 1),
@@ -116,12 +122,14 @@ func New(cfg Config) (*Cache, error) {
 	chunk := chunkSize(cfg.BlockSize)
 	c.scratch.New = func() any { b := make([]byte, chunk); return &b }
 	c.cond.L = &c.mu
+	c.smallCond.L = &c.mu
 	if free, _, err := diskSpace(cfg.Dir); err == nil {
 		c.st.free.Store(free)
 	}
-	c.wg.Add(c.nworkers + 1)
+	c.wg.Add(2*c.nworkers + 1)
 	for range c.nworkers {
-		go c.worker()
+		go c.worker(false) // owner: c (wg); returns on Close
+		go c.worker(true)  // owner: c (wg); returns on Close
 	}
 	go c.evictLoop()
 	c.wg.Add(1)
@@ -185,6 +193,7 @@ func (c *Cache) Close() error {
 		}
 	}
 	c.cond.Broadcast()
+	c.smallCond.Broadcast()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()

@@ -105,7 +105,7 @@ func (c *Cache) newJobLocked(o *object, first, end int64, p prio, owner *Reader)
 		c.inflight[o.bid(first+int64(i))] = fl
 	}
 	j.el = c.queue[p].PushBack(j)
-	c.cond.Signal()
+	c.signalLocked(j)
 	return j
 }
 
@@ -242,39 +242,6 @@ func (c *Cache) complete(j *job, idx int64, f *objFile, err error) {
 	c.mu.Lock()
 	c.completeLocked(j, idx, f, err)
 	c.mu.Unlock()
-}
-
-// worker runs queued fetches until Close. It owns one bufSize buffer.
-func (c *Cache) worker() {
-	defer c.wg.Done()
-	var buf []byte
-	var crc chunkCRC
-	for {
-		c.mu.Lock()
-		var j *job
-		for j == nil {
-			if c.closed {
-				c.mu.Unlock()
-				return
-			}
-			for p := range c.queue {
-				if e := c.queue[p].Front(); e != nil {
-					j = c.queue[p].Remove(e).(*job)
-					j.el = nil
-					break
-				}
-			}
-			if j == nil {
-				c.cond.Wait()
-			}
-		}
-		c.mu.Unlock()
-		if buf == nil {
-			buf = make([]byte, bufSize)
-			c.st.memInUse.Add(bufSize)
-		}
-		c.run(j, buf, &crc)
-	}
 }
 
 // run fetches the missing blocks of j, one ranged GET per run of missing

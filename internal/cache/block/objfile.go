@@ -15,11 +15,6 @@ import (
 	"time"
 )
 
-// maxIdle bounds the open object files no Reader holds. Files beyond it
-// are closed, least recently released first (their verified bits are lost;
-// the next open verifies again).
-const maxIdle = 128
-
 // blockMeta is a present block's checksums. It is replaced, never mutated,
 // except for verified.
 type blockMeta struct {
@@ -275,7 +270,10 @@ func (c *Cache) openDisk(o *object, create bool) (*objFile, int64, error) {
 		if !create {
 			return nil, 0, nil
 		}
-		if err = c.createPair(o); err != nil && !errors.Is(err, fs.ErrExist) {
+		if f, err = c.createPair(o); f != nil {
+			return f, allocatedOf(f.idx), nil // the data file is empty
+		}
+		if !errors.Is(err, fs.ErrExist) {
 			break
 		}
 	}
@@ -339,30 +337,30 @@ func (f *objFile) headerOK() bool {
 var newSeq atomic.Int64
 
 // createPair creates o's directory with both files (the index with its
-// header) under a temporary name and renames it into place. An error
-// wrapping fs.ErrExist means another process (or goroutine) was first.
-func (c *Cache) createPair(o *object) error {
-	if err := os.MkdirAll(filepath.Dir(o.dir), 0o700); err != nil {
-		return err
-	}
+// header) under a temporary name, renames it into place and returns the
+// pair it opened. An error wrapping fs.ErrExist means another process
+// (or goroutine) was first.
+func (c *Cache) createPair(o *object) (*objFile, error) {
 	tmp := fmt.Sprintf("%s%s%d-%d", o.dir, newMark, os.Getpid(), newSeq.Add(1))
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return err
+	err := os.Mkdir(tmp, 0o700)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(o.dir), 0o700); err == nil {
+			err = os.Mkdir(tmp, 0o700)
+		}
 	}
-	err := func() error {
-		idx, err := os.OpenFile(filepath.Join(tmp, idxName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
+	if err != nil {
+		return nil, err
+	}
+	var idx, data *os.File
+	err = func() error {
+		if idx, err = os.OpenFile(filepath.Join(tmp, idxName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 			return err
 		}
-		defer idx.Close()
 		if _, err := idx.WriteAt(o.idxHeader(), 0); err != nil {
 			return err
 		}
-		data, err := os.OpenFile(filepath.Join(tmp, dataName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		return data.Close()
+		data, err = os.OpenFile(filepath.Join(tmp, dataName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		return err
 	}()
 	if err == nil {
 		err = os.Rename(tmp, o.dir)
@@ -371,9 +369,17 @@ func (c *Cache) createPair(o *object) error {
 		}
 	}
 	if err != nil {
+		for _, f := range []*os.File{idx, data} {
+			if f != nil {
+				f.Close()
+			}
+		}
 		os.RemoveAll(tmp)
+		return nil, err
 	}
-	return err
+	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks)}
+	f.hdrOK.Store(true)
+	return f, nil
 }
 
 // openDir opens a directory for openAt.
@@ -416,44 +422,6 @@ func (c *Cache) refLocked(f *objFile) {
 		c.idle.Remove(f.idleEl)
 		f.idleEl = nil
 	}
-}
-
-// release drops a reference taken by openObj.
-func (c *Cache) release(f *objFile) {
-	c.mu.Lock()
-	f.refs--
-	var toClose []*objFile
-	if f.refs == 0 {
-		switch {
-		case f.gone:
-			c.orphaned -= f.ent.size
-			toClose = append(toClose, f)
-		case c.closed || c.files[f.o.id] != f:
-			toClose = append(toClose, f)
-		default:
-			toClose = c.idleLocked(f, toClose)
-		}
-		if c.bytes+c.orphaned > c.cfg.MaxBytes {
-			c.kickEvictor() // it may have skipped this object while held
-		}
-	}
-	c.mu.Unlock()
-	for _, f := range toClose {
-		f.closeFiles()
-	}
-}
-
-// idleLocked parks f (mapped, refs == 0) on the idle list and returns the
-// files to close to keep that list within maxIdle. c.mu must be held.
-func (c *Cache) idleLocked(f *objFile, toClose []*objFile) []*objFile {
-	f.idleEl = c.idle.PushFront(f)
-	for c.idle.Len() > maxIdle {
-		old := c.idle.Remove(c.idle.Back()).(*objFile)
-		old.idleEl = nil
-		delete(c.files, old.o.id)
-		toClose = append(toClose, old)
-	}
-	return toClose
 }
 
 // drop forgets block idx of f, found corrupt while reading, and clears its

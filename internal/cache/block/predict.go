@@ -65,7 +65,8 @@ type Prediction struct {
 	cancel context.CancelFunc
 	rank   int    // queue order: lower first
 	seq    uint64 // queue order among equal ranks: older first
-	idx    int    // index in predictor.queue; -1 once started or dropped; guarded by predictor.mu
+	idx    int    // index in its predictor queue; -1 once started or dropped; guarded by predictor.mu
+	small  bool   // of a small object: queued in predictor.small (workers.go)
 }
 
 // Cancel drops the prediction: not started, it never runs; running, its
@@ -78,7 +79,7 @@ func (p *Prediction) Cancel() {
 	pr := &p.c.pred
 	pr.mu.Lock()
 	if p.idx >= 0 {
-		heap.Remove(&pr.queue, p.idx)
+		heap.Remove(pr.queueOf(p.small), p.idx)
 	}
 	pr.mu.Unlock()
 	p.cancel()
@@ -97,12 +98,16 @@ type predictor struct {
 	// held during I/O. Lock order: mu, then Cache.mu (Predict); Cache.mu
 	// is never held while taking mu.
 	mu      sync.Mutex
-	queue   predQueue // Predictions not started
+	queue   predQueue // Predictions of objects not small, not started
 	seq     uint64    // Predictions made
-	running int       // predictLoop goroutines
-	ledger  map[stageKey]*predFile
-	order   list.List // of *predFile, oldest first
-	st      PredictStats
+	running int       // predictLoop goroutines of queue
+	// small and runningSmall are queue and running for small objects
+	// (workers.go), which run at a parallelism of their own.
+	small        predQueue
+	runningSmall int
+	ledger       map[stageKey]*predFile
+	order        list.List // of *predFile, oldest first
+	st           PredictStats
 	// seen are objects the task read (or began to fetch itself) while no
 	// ledger entry named them, and when: a prediction of one of them in
 	// the next predictSeen is not made (it would count the task's own
@@ -173,12 +178,17 @@ func (c *Cache) Predict(ref Ref, upto int64, rank int) *Prediction {
 	c.pred.lastPredict.Store(time.Now().UnixNano())
 	o := c.object(ref)
 	ctx, cancel := context.WithCancel(c.ctx)
-	p := &Prediction{c: c, o: o, limit: min(o.nblocks, (upto+o.bs-1)/o.bs), ctx: ctx, cancel: cancel, rank: rank, idx: -1}
+	small := ref.Size <= smallObject
+	p := &Prediction{c: c, o: o, limit: min(o.nblocks, (upto+o.bs-1)/o.bs), ctx: ctx, cancel: cancel, rank: rank, idx: -1, small: small}
 	pr := &c.pred
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.retireLocked(time.Now(), false)
-	if pr.running < c.predictParallel() {
+	running, limit := &pr.running, c.predictParallel()
+	if small {
+		running, limit = &pr.runningSmall, limit+c.nworkers
+	}
+	if *running < limit {
 		c.mu.Lock() // Close waits for c.wg once closed is set
 		closed := c.closed
 		if !closed {
@@ -189,12 +199,12 @@ func (c *Cache) Predict(ref Ref, upto int64, rank int) *Prediction {
 			cancel()
 			return nil
 		}
-		pr.running++
-		go c.predictLoop() // owner: c (wg); returns when the queue is empty or c closes
+		*running++
+		go c.predictLoop(small) // owner: c (wg); returns when its queue is empty or c closes
 	}
 	pr.seq++
 	p.seq = pr.seq
-	heap.Push(&pr.queue, p)
+	heap.Push(pr.queueOf(small), p)
 	return p
 }
 
@@ -227,18 +237,33 @@ func (q *predQueue) Pop() any {
 	return p
 }
 
-// predictLoop runs queued Predictions until none is left.
-func (c *Cache) predictLoop() {
+// queueOf returns the queue of Predictions of small objects or of the
+// others. pr.mu must be held.
+func (pr *predictor) queueOf(small bool) *predQueue {
+	if small {
+		return &pr.small
+	}
+	return &pr.queue
+}
+
+// predictLoop runs queued Predictions of small objects or of the others
+// until none is left.
+func (c *Cache) predictLoop(small bool) {
 	defer c.wg.Done()
 	pr := &c.pred
 	for {
 		pr.mu.Lock()
-		if pr.queue.Len() == 0 || c.ctx.Err() != nil {
-			pr.running--
+		q := pr.queueOf(small)
+		if q.Len() == 0 || c.ctx.Err() != nil {
+			if small {
+				pr.runningSmall--
+			} else {
+				pr.running--
+			}
 			pr.mu.Unlock()
 			return
 		}
-		p := heap.Pop(&pr.queue).(*Prediction)
+		p := heap.Pop(q).(*Prediction)
 		pr.mu.Unlock()
 		c.runPrediction(p)
 	}

@@ -77,7 +77,7 @@ FERRY_METRICS_PORT=$(free_port)
 # reqs: ferry's backend requests so far, by operation (from /metrics).
 reqs() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_backend_requests_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 # fuseops: ferry's FUSE operations so far, by op (from /metrics).
-fuseops() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_fuse_ops_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
+fuseops() { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | awk '/^ferry_fuse_opens_total/{sub(/.*mode="/,""); split($0,a,"\""); printf "open-%s=%d ", a[1], $NF} /^ferry_fuse_ops_total/{sub(/.*op="/,""); split($0,a,"\""); n[a[1]]+=$NF} END{for(k in n) printf "%s=%d ", k, n[k]}'; }
 # perf_start NAME / perf_stop: with PERF_OUT, a perf profile of ferry ($C_PID).
 perf_start() { [ -z "${PERF_OUT:-}" ] || { perf record -q -F 999 -g -p "$C_PID" -o "$PERF_OUT.$1" 2>/dev/null & PERF_PID=$!; }; }
 perf_stop() { [ -z "${PERF_OUT:-}" ] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }; }

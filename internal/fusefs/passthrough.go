@@ -264,6 +264,11 @@ func (n *node) attachOnce(ctx context.Context, fh *handle, flags uint32, cold bo
 	case n.bk != nil && bf != nil && n.bk.key == key:
 		fh.mode = modePassthrough
 		flags = flags&^fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_PASSTHROUGH
+		if !fh.write {
+			// Nothing to flush, and no cached open waits on its close
+			// (closingLocked): the kernel sends no FLUSH at each close.
+			flags |= fuse.FOPEN_NOFLUSH
+		}
 	case n.bk != nil:
 		fh.mode = modeDirect
 		flags = flags&^fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_PASSTHROUGH | fuse.FOPEN_DIRECT_IO

@@ -67,8 +67,9 @@ func sha256Of(p string) (string, error) {
 
 // TestColdSharedCache: 2, then 4 tasks, one ferry run each on one cache
 // dir, read one cold object at once: each gets its bytes, the kernel
-// reads the cache file (no FUSE reads: each task asks its own ferry for
-// /metrics before it exits), and the ferrys fetch each block once.
+// reads the cache file (no FUSE reads, and no FLUSH at close: each task
+// asks its own ferry for /metrics before it exits), and the ferrys fetch
+// each block once.
 func TestColdSharedCache(t *testing.T) {
 	t.Parallel()
 	e := newS3Env(t)
@@ -105,6 +106,9 @@ func TestColdSharedCache(t *testing.T) {
 				text := string(b)
 				if reads := metricSum(text, "ferry_fuse_ops_total", `op="read"`); reads != 0 {
 					t.Errorf("task %d's ferry served %v FUSE reads, want 0 (the kernel reads the cache file)", i, reads)
+				}
+				if flushes := metricSum(text, "ferry_fuse_ops_total", `op="flush"`); flushes != 0 {
+					t.Errorf("task %d's ferry got %v FUSE flushes, want 0 (read-only passthrough opens close without one)", i, flushes)
 				}
 				if cold := metricSum(text, "ferry_cache_cold_opens_total", ""); cold < 1 {
 					t.Errorf("task %d's ferry: %v cold opens, want >= 1", i, cold)

@@ -52,7 +52,8 @@ type Config struct {
 	// MemoryBudget bounds the bytes of fetch buffers in RAM, all fetches
 	// together; default 256 MiB. Each running GET holds one 64 KiB buffer
 	// (data streams through it to the block file), so the budget also caps
-	// the number of parallel GETs at MemoryBudget/64 KiB.
+	// the number of parallel GETs at MemoryBudget/64 KiB (and as many
+	// again of small objects, on the small workers of workers.go).
 	MemoryBudget int64
 	// FillRandomUpTo, when > 0, makes a Reader that detects random access
 	// on an object of at most this many bytes warm the rest of that object

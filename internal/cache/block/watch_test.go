@@ -2,6 +2,7 @@ package block
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -127,7 +128,7 @@ func TestWatchDamage(t *testing.T) {
 			}
 			bf2, key2, _, ok := r2.Backing(false)
 			if !ok {
-				t.Fatal("no backing file after the refetch")
+				t.Fatalf("no backing file after the refetch: %s", backingState(c, r2))
 			}
 			defer bf2.Close()
 			if (key2 != key) != (tt.bad > 0) {
@@ -166,4 +167,20 @@ func TestWatchForgetsClosed(t *testing.T) {
 		c.checkWatched()
 		return count() == 0
 	})
+}
+
+// backingState describes why r may have no backing file (for failures).
+func backingState(c *Cache, r *Reader) string {
+	h := r.file()
+	if h == nil {
+		return "not on disk"
+	}
+	defer r.unpin(h)
+	f := h.f
+	st, err := stampOf(f.data)
+	c.mu.Lock()
+	mapped := c.files[f.o.id] == f
+	c.mu.Unlock()
+	return fmt.Sprintf("have %d of %d blocks, stamp %+v (%v), size %d, mapped %v, gone %v, cold %v, loadAll %v",
+		f.have.Load(), f.o.nblocks, st, err, f.o.ref.Size, mapped, f.gone, c.coldOf(f) != nil, f.loadAll(c))
 }

@@ -178,15 +178,15 @@ func (c *Cache) Predict(ref Ref, upto int64, rank int) *Prediction {
 	c.pred.lastPredict.Store(time.Now().UnixNano())
 	o := c.object(ref)
 	ctx, cancel := context.WithCancel(c.ctx)
-	small := ref.Size <= smallObject
+	small := isSmallObject(ref.Size)
 	p := &Prediction{c: c, o: o, limit: min(o.nblocks, (upto+o.bs-1)/o.bs), ctx: ctx, cancel: cancel, rank: rank, idx: -1, small: small}
 	pr := &c.pred
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.retireLocked(time.Now(), false)
-	running, limit := &pr.running, c.predictParallel()
+	running, limit := pr.runningOf(small), c.predictParallel()
 	if small {
-		running, limit = &pr.runningSmall, limit+c.nworkers
+		limit += c.nworkers
 	}
 	if *running < limit {
 		c.mu.Lock() // Close waits for c.wg once closed is set
@@ -246,6 +246,15 @@ func (pr *predictor) queueOf(small bool) *predQueue {
 	return &pr.queue
 }
 
+// runningOf returns the count of predictLoop goroutines of small objects
+// or of the others. pr.mu must be held.
+func (pr *predictor) runningOf(small bool) *int {
+	if small {
+		return &pr.runningSmall
+	}
+	return &pr.running
+}
+
 // predictLoop runs queued Predictions of small objects or of the others
 // until none is left.
 func (c *Cache) predictLoop(small bool) {
@@ -255,11 +264,7 @@ func (c *Cache) predictLoop(small bool) {
 		pr.mu.Lock()
 		q := pr.queueOf(small)
 		if q.Len() == 0 || c.ctx.Err() != nil {
-			if small {
-				pr.runningSmall--
-			} else {
-				pr.running--
-			}
+			*pr.runningOf(small)--
 			pr.mu.Unlock()
 			return
 		}

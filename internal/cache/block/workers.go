@@ -17,8 +17,11 @@ const smallObject = 256 << 10
 // smallScan bounds the queued jobs a small worker looks at per queue.
 const smallScan = 64
 
+// isSmallObject reports whether an object of size bytes is small.
+func isSmallObject(size int64) bool { return size <= smallObject }
+
 // isSmall reports whether j may run on a small worker.
-func (j *job) isSmall() bool { return j.o.ref.Size <= smallObject && j.prio <= prioPredict }
+func (j *job) isSmall() bool { return isSmallObject(j.o.ref.Size) && j.prio <= prioPredict }
 
 // signalLocked wakes a worker for the job j just queued: an idle small
 // worker when j may run on one (the budget's workers stay free for the

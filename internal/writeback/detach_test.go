@@ -139,3 +139,37 @@ func TestDetachWaitsForDeleteInFlight(t *testing.T) {
 	e.wantObject("a", []byte("written by the vfs"))
 	e.wantObject("b", append([]byte("new"), orig[3:]...))
 }
+
+// TestRemovedFileKeepsBytesForHandles: a file removed while a handle holds
+// it and its upload runs keeps its staged bytes for that handle when the
+// cancelled attempt ends between the unlink and the discard (the data
+// file is unlinked, never recycled as a spare: a spare is truncated).
+func TestRemovedFileKeepsBytesForHandles(t *testing.T) {
+	e := newEnv(t)
+	g := e.gate(opKey(faulty.OpPut, "a"))
+	e.setFaults(faulty.Config{Stall: g.stall})
+	m := e.manager()
+	data := pattern(testPart/2, 7)
+	f := writeFile(t, m, "a", data)
+	waitFor(t, "the upload", func() bool { return g.held.Load() == 1 })
+	f.Acquire() // an open descriptor
+	m.mu.Lock()
+	m.unlinkLocked(f) // Remove, before its discard
+	m.mu.Unlock()
+	g.release()
+	waitFor(t, "the attempt's end", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return !f.live
+	})
+	f.discard()
+	buf := make([]byte, len(data))
+	if n, err := f.ReadAt(context.Background(), buf, 0); n != len(data) || !bytes.Equal(buf, data) {
+		t.Errorf("read after the unlink: %d, %v; first difference at %d", n, err, firstDiff(buf, data))
+	}
+	if err := f.Release(); err != nil {
+		t.Error(err)
+	}
+	drain(t, m)
+	e.wantNoObject("a")
+}

@@ -87,8 +87,11 @@ func (m *Manager) newData() (string, *os.File, error) {
 
 // forget drops id from the journal and recycles its data file as a spare
 // (or deletes it when there are enough). The caller holds the file's jmu,
-// so that no resurrection recreates the data file meanwhile.
-func (m *Manager) forget(id string) error {
+// so that no resurrection recreates the data file meanwhile. With
+// recycle false the data file is only unlinked: a removed file that
+// handles still hold keeps reading its bytes through its descriptor, and
+// a spare (truncated, then reused) would take them away.
+func (m *Manager) forget(id string, recycle bool) error {
 	if err := m.j.write(&record{V: recordVersion, ID: id, State: stateGone}); err != nil {
 		return err
 	}
@@ -96,7 +99,7 @@ func (m *Manager) forget(id string) error {
 	m.spareMu.Lock()
 	full := m.spareCountLocked() >= max(maxSpares, m.cfg.SpareFiles) || m.sparesClosed
 	m.spareMu.Unlock()
-	if !full {
+	if !full && recycle {
 		spare := m.newID()
 		if os.Truncate(path, 0) == nil && os.Rename(path, m.j.dataPath(spare)) == nil {
 			m.j.dirChanged()

@@ -389,6 +389,8 @@ func (f *File) tryFinish() bool {
 	f.mu.Lock()
 	ok := f.live && f.stream == nil && len(f.deleteAfter) == 0 && len(f.uploads) == 0 && len(f.verify) == 0 && len(f.orphans) == 0 &&
 		(f.removed || (f.refs == 0 && f.gen == f.durableGen))
+	// A removed file may still have handles reading its data file.
+	recycle := f.refs == 0
 	if ok {
 		f.live = false
 		f.unindexLocked()
@@ -409,7 +411,7 @@ func (f *File) tryFinish() bool {
 	f.mu.Unlock()
 	m.mu.Unlock()
 	if ok {
-		if err := m.forget(f.id); err != nil {
+		if err := m.forget(f.id, recycle); err != nil {
 			m.log.Warn("writeback: remove staging", "id", f.id, "err", err)
 		}
 		m.notify()

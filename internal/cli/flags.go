@@ -192,6 +192,10 @@ var flagDefs = []flagDef{
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.ColdPassthrough })
 		}),
+	def("write-passthrough", "auto, on or off: let the kernel write the staging file of a file the task creates (or truncates) itself, at local-disk speed (FUSE passthrough for writers; needs --passthrough and Linux 6.13+, else writes go through ferry): auto for the task's processes (ferry run), on for every process (ferry mount's too: a writer that outlives ferry then sees the error only at close)", []string{"FERRY_WRITE_PASSTHROUGH"},
+		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
+			return strFlag(func(c *config.Config) *string { return &c.WritePassthrough })
+		}),
 	def("log-level", "debug, info, warn or error", []string{"FERRY_LOG_LEVEL", "FUSION_LOG_LEVEL"},
 		func() (func(*pflag.FlagSet, *config.Config, string, string), func(*config.Config, string) error) {
 			return strFlag(func(c *config.Config) *string { return &c.LogLevel })

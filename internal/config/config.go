@@ -43,6 +43,12 @@ type Config struct {
 	// to every process (a mapping made before the file is whole reads
 	// zeros where it is not cached).
 	ColdPassthrough string
+	// WritePassthrough is auto, on or off: whether opens for writing of
+	// a file created or truncated here hand the kernel its staging file
+	// (it writes it at local-disk speed; needs Passthrough and Linux
+	// 6.13+, else writes go through ferry). auto: the task's processes
+	// only (ferry run); on: every process, ferry mount's too.
+	WritePassthrough string
 	// DirReadahead: when a process reads the files of a directory one
 	// after the other, fetch the next ones before it opens them.
 	DirReadahead bool
@@ -95,26 +101,27 @@ func ParseSwitch(s string) (string, error) {
 // Defaults returns the zero-configuration defaults.
 func Defaults() Config {
 	return Config{
-		MountPoint:      "/fusion",
-		CacheDir:        filepath.Join(os.TempDir(), "ferry-cache"),
-		StatTTL:         time.Minute,
-		ListTTL:         30 * time.Second,
-		NegativeTTL:     5 * time.Second,
-		RequestTimeout:  60 * time.Second,
-		MaxRetries:      8,
-		DrainTimeout:    30 * time.Minute,
-		Uploads:         64,
-		Downloads:       32,
-		PartSize:        16 << 20,
-		FillRandomUpTo:  8 << 30,
-		MemoryLimit:     96 << 20,
-		Passthrough:     "auto",
-		ColdPassthrough: "auto",
-		DirReadahead:    true,
-		LogLevel:        "info",
-		MaxMountRetries: 10,
-		StageInputs:     StageAuto,
-		IsolateCache:    IsolateAuto,
+		MountPoint:       "/fusion",
+		CacheDir:         filepath.Join(os.TempDir(), "ferry-cache"),
+		StatTTL:          time.Minute,
+		ListTTL:          30 * time.Second,
+		NegativeTTL:      5 * time.Second,
+		RequestTimeout:   60 * time.Second,
+		MaxRetries:       8,
+		DrainTimeout:     30 * time.Minute,
+		Uploads:          64,
+		Downloads:        32,
+		PartSize:         16 << 20,
+		FillRandomUpTo:   8 << 30,
+		MemoryLimit:      96 << 20,
+		Passthrough:      "auto",
+		ColdPassthrough:  "auto",
+		WritePassthrough: "auto",
+		DirReadahead:     true,
+		LogLevel:         "info",
+		MaxMountRetries:  10,
+		StageInputs:      StageAuto,
+		IsolateCache:     IsolateAuto,
 	}
 }
 
@@ -139,6 +146,11 @@ func (c Config) Validate() error {
 	case "auto", "on", "off", "unguarded":
 	default:
 		errs = append(errs, fmt.Errorf("cold passthrough %q: want auto, on, off or unguarded", c.ColdPassthrough))
+	}
+	switch c.WritePassthrough {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("write passthrough %q: want auto, on or off", c.WritePassthrough))
 	}
 	if (c.ColdPassthrough == "on" || c.ColdPassthrough == "unguarded") && c.Passthrough == "off" {
 		errs = append(errs, errors.New("cold passthrough on needs passthrough (it is off)"))

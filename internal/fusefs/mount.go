@@ -40,6 +40,10 @@ type Options struct {
 	// opens): only such a process's read-only opens may pass through a
 	// cache file that is not whole yet. nil: none may.
 	Guarded func(pid uint32) bool
+	// WriteThrough, when not nil, reports whether the process pid (a
+	// caller of open or create) may write a new file's staging file
+	// itself (passthrough for writers, see passthrough.go). nil: none.
+	WriteThrough func(pid uint32) bool
 }
 
 // maxRead is the largest READ request: the most go-fuse can splice
@@ -81,7 +85,7 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("passthrough %q: want auto, on or off", opts.Passthrough)
 	}
-	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}, guarded: opts.Guarded}
+	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}, guarded: opts.Guarded, writeThrough: opts.WriteThrough}
 	sess := newSession()
 	root := &node{v: v, m: opts.Metrics, pt: pt, s: sess}
 	mo := fuse.MountOptions{

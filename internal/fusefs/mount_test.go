@@ -50,7 +50,7 @@ func mountWith(t *testing.T, st objstore.Store, mcfg meta.Config, opts Options, 
 		return nil, objstore.ErrNoBucket
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	wb, err := writeback.New(context.Background(), writeback.Config{Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, Logger: log}, resolve)
+	wb, err := writeback.New(context.Background(), writeback.Config{Dir: filepath.Join(t.TempDir(), "wb"), MinFreeBytes: -1, ExternalWrites: true, Logger: log}, resolve)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,7 +256,7 @@ func (n *node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 // Open opens an existing file.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	defer n.obs("open", time.Now(), &errno)
-	if vfs.FlagsFrom(flags).Write && n.hasBacking() {
+	if vfs.FlagsFrom(flags).Write && n.hasCacheBacking() {
 		n.split(ctx) // see passthrough.go
 		return nil, 0, syscall.ESTALE
 	}

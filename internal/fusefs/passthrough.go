@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,10 +52,16 @@ import (
 // binary itself), and any other open of a node with a cold backing file
 // waits until that file is whole (completeCold).
 //
-// An open for writing never shares a backing file: the kernel would map
+// Writers pass through too, to a new file's staging file (the whole
+// content of a file created or truncated here, see writeback's
+// external.go): the kernel writes it at local-disk speed, and reads of
+// the file by other opens meanwhile share it. Such a backing's key
+// starts with stagingKey.
+//
+// An open for writing never shares a cache file: the kernel would map
 // its writable shared mappings onto the (read-only) cache file, where
 // the task's writes would corrupt the cache and never be uploaded. So a
-// writer opening a node that has one gets ESTALE, after ferry gave the
+// writer opening a node whose backing is a cache file gets ESTALE, after ferry gave the
 // name a new node; the kernel retries the open once with a fresh lookup,
 // which finds the new node (no backing file: a cached open). The old node
 // lives on for its passthrough opens, as a file replaced by a rename
@@ -104,7 +111,8 @@ type passthrough struct {
 	mu      sync.Mutex                // guards pending
 	pending map[<-chan struct{}]int32 // backing id of an Open being answered, by its request's cancel channel
 
-	guarded func(pid uint32) bool // Options.Guarded
+	guarded      func(pid uint32) bool // Options.Guarded
+	writeThrough func(pid uint32) bool // Options.WriteThrough
 }
 
 // execFlag is __FMODE_EXEC, set in the flags of the open the kernel makes
@@ -119,6 +127,16 @@ func (p *passthrough) mayOpenCold(ctx context.Context, flags uint32) bool {
 	}
 	c, ok := fuse.FromContext(ctx)
 	return ok && c.Pid != 0 && p.guarded(c.Pid)
+}
+
+// mayWriteThrough reports whether the caller of request ctx may write a
+// staging file itself.
+func (p *passthrough) mayWriteThrough(ctx context.Context) bool {
+	if p == nil || p.writeThrough == nil {
+		return false
+	}
+	c, ok := fuse.FromContext(ctx)
+	return ok && c.Pid != 0 && p.writeThrough(c.Pid)
 }
 
 // requestKey returns what identifies the FUSE request ctx belongs to: its
@@ -204,6 +222,16 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	return st
 }
 
+// Create is Open's counterpart for files created by the open (writers
+// pass through to the new file's staging file).
+func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	if id := r.pt.take(cancel); id != 0 && st == fuse.OK {
+		out.BackingID = id
+	}
+	return st
+}
+
 // attach decides how the kernel serves the new handle fh of n (see the
 // package comment above), registers n's backing file when it is the first
 // passthrough open, and returns the open flags. The caller passes the
@@ -234,7 +262,7 @@ func (n *node) attachOnce(ctx context.Context, fh *handle, flags uint32, cold bo
 	var bf *os.File
 	var key string
 	var partial bool
-	if pt != nil && pt.on.Load() && n.mayPassthrough() {
+	if pt != nil && pt.on.Load() && n.mayPassthrough() && (!fh.write || pt.mayWriteThrough(ctx)) {
 		var ok bool
 		if bf, key, partial, ok = fh.h.Backing(cold); !ok {
 			bf = nil
@@ -326,12 +354,17 @@ func (n *node) completeCold(ctx context.Context) error {
 	}
 }
 
-// hasBacking reports whether n has a backing file now.
-func (n *node) hasBacking() bool {
+// hasCacheBacking reports whether n has a backing file now that is a
+// cache file (read-only bytes; not a staging file, see stagingKey).
+func (n *node) hasCacheBacking() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.bk != nil
+	return n.bk != nil && !strings.HasPrefix(n.bk.key, stagingKey)
 }
+
+// stagingKey starts the key of a backing file that is a dirty file's
+// staging file (vfs.Handle.Backing): its writers share it.
+const stagingKey = "wb:"
 
 // split gives n's name a new node, for a writer that must not open n
 // (see above); the kernel's retry of the open looks the name up again and

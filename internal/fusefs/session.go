@@ -23,7 +23,9 @@ import (
 // request can reach ferry once the session has ended, so these handles
 // are released here: a file open for writing is then staged as closed
 // with the bytes the kernel acknowledged to the writer, and uploaded (the
-// writer saw ENOTCONN for anything later).
+// writer saw ENOTCONN for anything later; a writer passed through to its
+// staging file sees it at close, and its later bytes stay out of the
+// upload).
 //
 // Which of them were still open: the kernel ends a session by an unmount
 // only once nothing on the mount is open (umount fails with EBUSY
@@ -95,6 +97,9 @@ func (s *Server) watch() {
 	for _, h := range hs {
 		p, _ := h.n.path()
 		h.n.detach(h)
+		if aborted && h.write {
+			h.h.FreezeExternal() // its later writes fail, not vanish
+		}
 		err := h.h.Release()
 		if h.write && (aborted || err != nil) {
 			s.orphans = append(s.orphans, Orphan{Path: p, Err: err})

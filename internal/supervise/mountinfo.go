@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // mountEntry is one line of /proc/<pid>/mountinfo (proc(5)).
@@ -156,4 +158,18 @@ func selfBind(ms []mountEntry, m mountEntry) bool {
 		return p.dev == m.dev && filepath.Join(p.root, rel) == m.root
 	}
 	return false
+}
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor (false when it cannot tell).
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

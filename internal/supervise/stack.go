@@ -127,6 +127,9 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 	s.wb, err = writeback.New(ctx, writeback.Config{
 		Dir: filepath.Join(cfg.CacheDir, "writeback"), Concurrency: cfg.Uploads, PartSize: cfg.PartSize,
 		OrderLast: hooks.OrderLast, PutOptions: hooks.PutOptions, Logger: log,
+		// Only with fine-grained change times (see writeback's external.go);
+		// without passthrough fusefs never asks for a staging file.
+		ExternalWrites: cfg.WritePassthrough != "off" && cfg.Passthrough != "off" && kernelAtLeast(6, 13),
 	}, s.stores.resolve)
 	if err != nil {
 		s.blocks.Close()
@@ -177,6 +180,15 @@ func (s *stack) mount() error {
 		}
 		s.guard = g
 		opts.Guarded = g.guarded
+	}
+	switch {
+	case s.cfg.WritePassthrough == "on":
+		opts.WriteThrough = func(uint32) bool { return true }
+	case s.cfg.WritePassthrough == "off" || !s.task:
+	case s.guard != nil:
+		opts.WriteThrough = s.guard.guarded
+	default: // the task's processes are not known apart (unguarded)
+		opts.WriteThrough = func(uint32) bool { return true }
 	}
 	srv, err := fusefs.Mount(dir, s.fs, opts)
 	if err != nil {
@@ -255,7 +267,7 @@ func (s *stack) noteEnded() {
 			s.log.Error("a file open for writing when the mount ended could not be staged", "path", p, "err", o.Err.Error())
 			continue
 		}
-		s.log.Warn("a file was open for writing when the mount ended: ferry closed it and uploads the bytes written until then (later writes failed with ENOTCONN)", "path", p)
+		s.log.Warn("a file was open for writing when the mount ended: ferry closed it and uploads the bytes written until then (later ones are not uploaded: a write through ferry failed with ENOTCONN, a writer the kernel passed through saw ENOTCONN at close)", "path", p)
 	}
 }
 

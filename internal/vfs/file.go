@@ -19,9 +19,11 @@ var ioEOF = io.EOF
 // Handle is one open file. Reads see the newest local writes: a handle
 // opened on a clean object switches to the dirty copy when one appears.
 type Handle struct {
-	fs   *FS
-	wf   *writeback.File // the dirty file (write handles, or reads of dirty files); immutable
-	attr Attr            // the file's attributes at open (clean handles); immutable
+	fs *FS
+	wf *writeback.File // the dirty file (write handles, or reads of dirty files); immutable
+	// write: opened for writing; immutable.
+	write bool
+	attr  Attr // the file's attributes at open (clean handles); immutable
 
 	// mu guards the fields below (see handles.go).
 	mu       sync.Mutex
@@ -39,6 +41,9 @@ type Handle struct {
 	// pt: the kernel serves this handle's reads from the cache file of
 	// the version it opened (passthrough; see keepSnapshots).
 	pt bool
+	// ext: the kernel may write wf's staging file for this handle
+	// (writeback.File.Backing); ended at Release.
+	ext bool
 
 	// KeepCache tells the kernel it may keep its page cache for this file:
 	// the version is the one seen at the previous open.
@@ -88,7 +93,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 				return nil, err
 			}
 		}
-		return fs.newHandle(&Handle{loc: l, wf: f, Size: f.Size(), KeepCache: !fl.Trunc}), nil
+		return fs.newHandle(&Handle{loc: l, wf: f, write: fl.Write, Size: f.Size(), KeepCache: !fl.Trunc}), nil
 	}
 	info, kind, err := fs.revalidate(ctx, l)
 	if err != nil {
@@ -120,7 +125,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		f.Acquire()
 		fs.noteCreated(l, meta.KindFile)
 		fs.adoptAt(l, f)
-		return fs.newHandle(&Handle{loc: l, wf: f, Size: f.Size()}), nil
+		return fs.newHandle(&Handle{loc: l, wf: f, write: true, Size: f.Size()}), nil
 	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
@@ -206,7 +211,7 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	f.Acquire()
 	fs.noteCreated(l, meta.KindFile)
 	fs.noteEntryChanged(l)
-	return fs.newHandle(&Handle{loc: l, wf: f}), nil
+	return fs.newHandle(&Handle{loc: l, wf: f, write: fl.Write}), nil
 }
 
 // Read reads at off. It returns fewer bytes only at the end of the file.
@@ -281,7 +286,21 @@ func (h *Handle) Backing(cold bool) (f *os.File, id string, partial, ok bool) {
 	h.mu.Lock()
 	rd := h.rd
 	h.mu.Unlock()
-	if rd == nil || h.wf != nil || h.dirty() != nil {
+	if h.wf != nil {
+		// A dirty file whose staging file is its whole content: the
+		// kernel reads (and, for a writer, writes) that file itself.
+		f, key, ok := h.wf.Backing(h.write)
+		if ok && h.write {
+			h.mu.Lock()
+			if h.ext { // one external writer per handle
+				h.wf.EndExternal()
+			}
+			h.ext = true
+			h.mu.Unlock()
+		}
+		return f, key, false, ok
+	}
+	if rd == nil || h.dirty() != nil {
 		return nil, "", false, false
 	}
 	return rd.Backing(cold)
@@ -302,6 +321,18 @@ func (h *Handle) CompleteBacking(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// FreezeExternal stops the kernel's writes into the staging file of a
+// writer that passes through, whose release ferry makes in the kernel's
+// place (see writeback.File.FreezeExternal). A no-op for other handles.
+func (h *Handle) FreezeExternal() {
+	h.mu.Lock()
+	ext := h.ext
+	h.mu.Unlock()
+	if ext {
+		h.wf.FreezeExternal()
+	}
 }
 
 // NotePassthrough records that the kernel serves h's reads from the file
@@ -368,7 +399,12 @@ func (h *Handle) Release() error {
 		follow = h.follow
 	}
 	h.follow, h.held = nil, false
+	ext := h.ext
+	h.ext = false
 	h.mu.Unlock()
+	if ext {
+		h.wf.EndExternal()
+	}
 	for _, rd := range rds {
 		if rd != nil {
 			rd.Close()

@@ -90,6 +90,11 @@ type Config struct {
 	// later (4 rounds of 5 runs, A/B), with no gain in the time until all
 	// were uploaded.
 	ForegroundUploads int
+	// ExternalWrites lets File.Backing hand out the staging file of a new
+	// file for the kernel to write itself (FUSE passthrough for writers;
+	// see external.go). Set it only on a kernel with fine-grained
+	// change times (Linux 6.13+), which tell every write apart.
+	ExternalWrites bool
 	// PartSize is the base multipart part size; it grows with the file
 	// (objstore.PartSize) so that MaxParts parts reach the backend maximum.
 	// Default 16 MiB.

@@ -102,6 +102,8 @@ type File struct {
 	done              chan struct{} // closed and replaced after every attempt
 	stageErr          error         // a staging write failed; reported by Flush/Release
 	corrupt           error         // recovery found the staging data unusable
+	// ext: the kernel writes the data file itself (see external.go).
+	ext extState
 }
 
 func (m *Manager) newFile(t Target, id string) *File {
@@ -145,6 +147,7 @@ func (f *File) Release() error {
 		f.mu.Unlock()
 		return errRelease
 	}
+	f.absorbLocked()
 	f.refs--
 	err := f.stageErr
 	f.stageErr = nil
@@ -181,6 +184,7 @@ func (f *File) Release() error {
 func (f *File) Flush() error {
 	f.m.sched.foreground()
 	f.mu.Lock()
+	f.absorbLocked()
 	need := f.live && !f.removed && f.gen > f.durableGen && f.gen > f.closedGen
 	err := f.stageErr
 	f.mu.Unlock()

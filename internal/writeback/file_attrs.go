@@ -34,6 +34,7 @@ func (f *File) Target() Target {
 func (f *File) Size() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.absorbLocked()
 	return f.size
 }
 
@@ -41,6 +42,7 @@ func (f *File) Size() int64 {
 func (f *File) ModTime() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.absorbLocked()
 	return f.attrs.Mtime
 }
 
@@ -55,6 +57,7 @@ func (f *File) Mode() uint32 {
 func (f *File) Attrs() Attrs {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.absorbLocked()
 	return f.attrs
 }
 

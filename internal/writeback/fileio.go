@@ -47,6 +47,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	f.lockLive()
+	f.absorbLocked()
 	if !f.hasData {
 		f.mu.Unlock()
 		return 0, syscall.EINVAL
@@ -88,6 +89,7 @@ func (f *File) Truncate(size int64) error {
 	}
 	f.m.sched.foreground()
 	f.lockLive()
+	f.absorbLocked()
 	if !f.hasData {
 		f.mu.Unlock()
 		return syscall.EINVAL
@@ -134,6 +136,7 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 // replaced it, or is about to record that it did).
 func (f *File) readOnce(ctx context.Context, p []byte, off int64) (n int, retry bool, err error) {
 	f.mu.Lock()
+	f.absorbLocked()
 	if off >= f.size || !f.hasData {
 		f.mu.Unlock()
 		return 0, false, io.EOF

@@ -44,5 +44,6 @@ func (g *guardedReader) ReadAt(p []byte, off int64) (int, error) {
 func (f *File) changedSince(off, end int64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.absorbLocked()
 	return off < end && (f.truncMin < end || f.written.overlaps(off, end))
 }

@@ -48,6 +48,12 @@ type Manager struct {
 	chMu    sync.Mutex
 	changed chan struct{} // closed and replaced by notify
 
+	// frozenMu guards frozen, the data files made immutable for writers
+	// the kernel still holds (see FreezeExternal); removed at Close. A
+	// leaf lock.
+	frozenMu sync.Mutex
+	frozen   []string
+
 	// spareMu guards spares, ready, sparesClosed and refilling; it is a
 	// leaf lock.
 	spareMu      sync.Mutex
@@ -407,6 +413,7 @@ func (m *Manager) Close() error {
 	}
 	m.mu.Unlock()
 	m.dropSpares()
+	m.thawFrozen()
 	return m.j.closeOwn()
 }
 

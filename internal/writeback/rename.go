@@ -175,6 +175,7 @@ func (f *File) discard() {
 	f.cancelAttemptLocked(errCanceled)
 	f.abortStreamLocked()
 	stub := f.live && (len(f.deleteAfter) > 0 || len(f.uploads) > 0)
+	frozen := f.ext.frozen
 	if !stub && f.live {
 		f.live = false
 		f.unindexLocked()
@@ -193,7 +194,13 @@ func (f *File) discard() {
 		if err := f.writeRecordLocked(); err != nil {
 			m.log.Warn("writeback: journal", "path", f.Target().String(), "err", err)
 		}
-		os.Remove(m.j.dataPath(f.id))
+		if frozen {
+			m.keepFrozen(f.id)
+		} else {
+			os.Remove(m.j.dataPath(f.id))
+		}
+	} else if frozen {
+		m.keepFrozen(f.id)
 	} else if err := m.j.remove(f.id); err != nil {
 		m.log.Warn("writeback: remove staging", "id", f.id, "err", err)
 	}

@@ -29,6 +29,16 @@ func statfsFree(dir string) func() (int64, error) {
 	}
 }
 
+// headroom reports whether the staging disk has more than n bytes free
+// above the floor (true when the floor is off or free space unknown).
+func (s *spaceBudget) headroom(n int64) bool {
+	if s.min < 0 {
+		return true
+	}
+	avail, err := s.free()
+	return err != nil || avail-s.min > n
+}
+
 // reserve accounts for n bytes about to be written. It returns an error
 // wrapping syscall.ENOSPC when the write would leave less than min free.
 func (s *spaceBudget) reserve(n int64) error {

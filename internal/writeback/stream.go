@@ -72,7 +72,7 @@ func (f *File) streamWriteLocked(off, end int64) {
 		return
 	}
 	m := f.m
-	if f.noStream || f.base != nil || m.cfg.StreamAfter < 0 || f.size <= m.cfg.StreamAfter || f.removed || !f.live {
+	if f.noStream || f.base != nil || f.ext.open > 0 || m.cfg.StreamAfter < 0 || f.size <= m.cfg.StreamAfter || f.removed || !f.live {
 		return
 	}
 	ctx, cancel := context.WithCancel(m.ctx)

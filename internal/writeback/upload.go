@@ -44,6 +44,7 @@ type snapshot struct {
 }
 
 func (f *File) snapshotLocked() snapshot {
+	f.absorbLocked()
 	s := snapshot{
 		gen: f.gen, metaGen: f.metaGen, target: f.target, size: f.size,
 		symlink: f.symlink, hasData: f.hasData, baseLimit: f.baseLimit,
@@ -390,7 +391,8 @@ func (f *File) tryFinish() bool {
 	ok := f.live && f.stream == nil && len(f.deleteAfter) == 0 && len(f.uploads) == 0 && len(f.verify) == 0 && len(f.orphans) == 0 &&
 		(f.removed || (f.refs == 0 && f.gen == f.durableGen))
 	// A removed file may still have handles reading its data file.
-	recycle := f.refs == 0
+	recycle := f.refs == 0 && !f.ext.handed
+	frozen := f.ext.frozen
 	if ok {
 		f.live = false
 		f.unindexLocked()
@@ -411,7 +413,9 @@ func (f *File) tryFinish() bool {
 	f.mu.Unlock()
 	m.mu.Unlock()
 	if ok {
-		if err := m.forget(f.id, recycle); err != nil {
+		if frozen {
+			m.keepFrozen(f.id)
+		} else if err := m.forget(f.id, recycle); err != nil {
 			m.log.Warn("writeback: remove staging", "id", f.id, "err", err)
 		}
 		m.notify()

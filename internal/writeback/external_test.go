@@ -1,0 +1,118 @@
+package writeback
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
+)
+
+// TestBackingEligible: only a file whose staging file is its whole
+// content, not reopened, is handed out for the kernel to write.
+func TestBackingEligible(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, e *env, m *Manager) *File
+		write bool
+		want  bool
+	}{
+		{name: "created", want: true, write: true, setup: func(t *testing.T, e *env, m *Manager) *File {
+			f, err := m.Create(tgt("new"), 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Acquire()
+			return f
+		}},
+		{name: "over an object", write: true, setup: func(t *testing.T, e *env, m *Manager) *File {
+			e.putObject("old", []byte("hello world"))
+			return openBase(t, e, m, "old")
+		}},
+		{name: "over an object, read-only", setup: func(t *testing.T, e *env, m *Manager) *File {
+			e.putObject("old", []byte("hello world"))
+			return openBase(t, e, m, "old")
+		}},
+		{name: "reopened before durable", write: true, setup: func(t *testing.T, e *env, m *Manager) *File {
+			g := e.gate(opKey(faulty.OpPut, "re"))
+			e.setFaults(faulty.Config{Stall: g.stall})
+			f := writeFile(t, m, "re", []byte("closed once"))
+			f.Acquire()
+			return f
+		}},
+		{name: "reopened, read-only", want: true, setup: func(t *testing.T, e *env, m *Manager) *File {
+			g := e.gate(opKey(faulty.OpPut, "re"))
+			e.setFaults(faulty.Config{Stall: g.stall})
+			f := writeFile(t, m, "re", []byte("closed once"))
+			f.Acquire()
+			return f
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			cfg := e.config()
+			cfg.ExternalWrites = true
+			cfg.MinFreeBytes = -1
+			m := e.open(cfg)
+			f := tc.setup(t, e, m)
+			fd, key, ok := f.Backing(tc.write)
+			if ok != tc.want {
+				t.Fatalf("Backing(%v) ok = %v, want %v", tc.write, ok, tc.want)
+			}
+			if ok {
+				fd.Close()
+				if key == "" {
+					t.Error("no key")
+				}
+				if tc.write {
+					f.EndExternal()
+				}
+			}
+			f.Release()
+		})
+	}
+}
+
+// TestExternalWrites: bytes the kernel writes into the staging file are
+// seen by Size and reads while the writer is open, and uploaded once it
+// ends, also a last write made within the clock's resolution of a look.
+func TestExternalWrites(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.ExternalWrites = true
+	cfg.MinFreeBytes = -1
+	m := e.open(cfg)
+	f, err := m.Create(tgt("ext"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Acquire()
+	fd, _, ok := f.Backing(true)
+	if !ok {
+		t.Fatal("no backing")
+	}
+	data := pattern(3*testPart+100, 9)
+	if _, err := fd.WriteAt(data[:testPart], 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Size(); got != testPart {
+		t.Errorf("Size = %d, want %d", got, testPart)
+	}
+	buf := make([]byte, 10)
+	if n, _ := f.ReadAt(t.Context(), buf, testPart-10); n != 10 || !bytes.Equal(buf, data[testPart-10:testPart]) {
+		t.Errorf("read of the external bytes: %q", buf[:n])
+	}
+	// The rest right after a look (same size: only the change time moves).
+	if _, err := fd.WriteAt(data[testPart:], testPart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fd.WriteAt([]byte("ABCD"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fd.Close()
+	f.EndExternal()
+	if err := f.Release(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, m)
+	e.wantObject("ext", append([]byte("ABCD"), data[4:]...))
+}

@@ -32,23 +32,13 @@ func TestBackingEligible(t *testing.T) {
 			e.putObject("old", []byte("hello world"))
 			return openBase(t, e, m, "old")
 		}},
-		{name: "reopened before durable", write: true, setup: func(t *testing.T, e *env, m *Manager) *File {
-			g := e.gate(opKey(faulty.OpPut, "re"))
-			e.setFaults(faulty.Config{Stall: g.stall})
-			f := writeFile(t, m, "re", []byte("closed once"))
-			f.Acquire()
-			return f
-		}},
-		{name: "reopened, read-only", want: true, setup: func(t *testing.T, e *env, m *Manager) *File {
-			g := e.gate(opKey(faulty.OpPut, "re"))
-			e.setFaults(faulty.Config{Stall: g.stall})
-			f := writeFile(t, m, "re", []byte("closed once"))
-			f.Acquire()
-			return f
-		}},
+		{name: "reopened before durable", write: true, setup: reopened},
+		{name: "reopened, read-only", want: true, setup: reopened},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
+			g := e.gate(opKey(faulty.OpPut, "re"))
+			e.setFaults(faulty.Config{Stall: g.stall})
 			cfg := e.config()
 			cfg.ExternalWrites = true
 			cfg.MinFreeBytes = -1
@@ -70,6 +60,14 @@ func TestBackingEligible(t *testing.T) {
 			f.Release()
 		})
 	}
+}
+
+// reopened returns a file closed once, whose upload hangs (the test's
+// gate), opened again.
+func reopened(t *testing.T, e *env, m *Manager) *File {
+	f := writeFile(t, m, "re", []byte("closed once"))
+	f.Acquire()
+	return f
 }
 
 // TestExternalWrites: bytes the kernel writes into the staging file are

@@ -4,8 +4,7 @@ import (
 	"os"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 // External writes (FUSE passthrough for writers). The kernel can write a
@@ -44,8 +43,30 @@ import (
 // disk must have for a file to be handed out for external writes.
 const externalHeadroom = 8 << 30
 
-// fsImmutableFL is FS_IMMUTABLE_FL (include/uapi/linux/fs.h).
-const fsImmutableFL = 0x10
+// The inode flags ioctls and FS_IMMUTABLE_FL (include/uapi/linux/fs.h;
+// the flags are an int, the ioctl numbers say long).
+const (
+	fsIocGetFlags = 0x80086601
+	fsIocSetFlags = 0x40086602
+	fsImmutableFL = 0x10
+)
+
+// setImmutable sets or clears the immutable flag of the open file fd.
+func setImmutable(fd uintptr, on bool) error {
+	var flags int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, fsIocGetFlags, uintptr(unsafe.Pointer(&flags))); e != 0 {
+		return e
+	}
+	if on {
+		flags |= fsImmutableFL
+	} else {
+		flags &^= fsImmutableFL
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, fsIocSetFlags, uintptr(unsafe.Pointer(&flags))); e != 0 {
+		return e
+	}
+	return nil
+}
 
 // extState is a File's external-write state (guarded by File.mu).
 type extState struct {
@@ -158,12 +179,7 @@ func (f *File) FreezeExternal() {
 		return
 	}
 	f.absorbLocked()
-	fd := int(f.fd.Fd())
-	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
-	if err == nil {
-		err = unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|fsImmutableFL))
-	}
-	if err != nil {
+	if err := setImmutable(f.fd.Fd(), true); err != nil {
 		f.m.log.Warn("writeback: cannot stop the writes of a file open when the mount ended; later ones are not uploaded", "path", f.target.String(), "err", err)
 		return
 	}
@@ -189,12 +205,9 @@ func (m *Manager) thawFrozen() {
 	m.frozen = nil
 	m.frozenMu.Unlock()
 	for _, p := range paths {
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			if flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS); err == nil {
-				_ = unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags&^fsImmutableFL))
-			}
-			unix.Close(fd)
+		if fd, err := os.Open(p); err == nil {
+			_ = setImmutable(fd.Fd(), false)
+			fd.Close()
 		}
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			m.log.Warn("writeback: remove staging", "path", p, "err", err)

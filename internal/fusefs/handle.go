@@ -21,6 +21,7 @@ type handle struct {
 	n     *node    // the node it is open on
 	mode  openMode // how the kernel serves it; set by node.attach
 	write bool     // opened for writing
+	stale bool     // attach found it must not open n (the kernel retries on a new node)
 	// flushed: closed (a flush came) and not read or written since; its
 	// release follows (see node.closingLocked).
 	flushed atomic.Bool

@@ -248,6 +248,10 @@ func (n *node) attach(ctx context.Context, fh *handle, openFlags, flags uint32) 
 			}
 		}
 		out, ok := n.attachOnce(ctx, fh, flags, cold)
+		if ok && fh.stale {
+			n.split(ctx) // a writer that cannot pass through: see attachOnce
+			return 0, syscall.ESTALE
+		}
 		if ok || attempt >= 3 {
 			return out, 0
 		}
@@ -277,6 +281,14 @@ func (n *node) attachOnce(ctx context.Context, fh *handle, flags uint32, cold bo
 	}
 	if bf != nil {
 		n.awaitReleasesLocked()
+	}
+	if fh.write && n.bk != nil && (bf == nil || n.bk.key != key) {
+		// A writer that does not pass through to n's backing file (a
+		// staging file its writer no longer may write: reopened) would
+		// be a direct open, whose shared mappings write that file
+		// unseen: it gets a node of its own, as beside a cache file.
+		fh.stale = true
+		return 0, true
 	}
 	if n.open == nil {
 		n.open = map[*handle]struct{}{}

@@ -161,6 +161,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	}
 	// The name keeps its inode: a new one would split the file in two
 	// for the kernel (an open descriptor and the path would disagree).
+	if a.Volatile {
+		out.SetAttrTimeout(volatileTTL)
+	}
 	if ch := n.GetChild(name); ch != nil && ch.Mode() == modeType(a.Kind) {
 		fillAttr(a, &out.Attr)
 		return ch, 0
@@ -194,6 +197,9 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return vfs.Errno(err)
 	}
 	fillAttr(a, &out.Attr)
+	if a.Volatile {
+		out.SetTimeout(volatileTTL)
+	}
 	return 0
 }
 
@@ -232,6 +238,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return vfs.Errno(err)
 	}
 	fillAttr(a, &out.Attr)
+	if a.Volatile {
+		out.SetTimeout(volatileTTL)
+	}
 	return 0
 }
 

@@ -231,6 +231,36 @@ func TestWritePassthrough(t *testing.T) {
 			f.Close()
 			return "log", []byte("one\ntwo\n")
 		}},
+		{name: "reopened beside a writer", run: func(t *testing.T, m *wptMount) (string, []byte) {
+			// The reopen cannot pass through (the file was closed before
+			// it was durable): it gets a node of its own, whose
+			// attributes the kernel must not cache while the appender
+			// writes through the first node.
+			p := filepath.Join(m.root, "reopened")
+			w, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, w, data[:1<<20], 0)
+			a, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(w)
+			r, err := syscall.Open(p, syscall.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(r)
+			if n, err := syscall.Write(a, []byte("tail")); err != nil || n != 4 {
+				t.Fatalf("append: %d, %v", n, err)
+			}
+			if got := statSize(t, p); got != 1<<20+4 {
+				t.Errorf("stat after the append: size %d, want %d", got, 1<<20+4)
+			}
+			syscall.Close(a)
+			return "reopened", append(bytes.Clone(data[:1<<20]), "tail"...)
+		}},
 		{name: "existing object", viaFerry: true, run: func(t *testing.T, m *wptMount) (string, []byte) {
 			m.st.Put(context.Background(), "old", bytes.NewReader([]byte("hello world")), 11, objstore.PutOptions{})
 			fd, err := syscall.Open(filepath.Join(m.root, "old"), syscall.O_WRONLY, 0)

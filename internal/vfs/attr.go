@@ -61,6 +61,12 @@ type Attr struct {
 	Unlinked bool
 	Symlink  string // target, for symlinks
 	Version  string // object version ("" while dirty or for directories)
+	// Volatile: the kernel writes the file beside ferry (write
+	// passthrough) for an open descriptor, so these attributes may be
+	// outdated at once: the kernel must not cache them (a second node of
+	// the file, a reopen that could not pass through, would otherwise
+	// show the size of before those writes).
+	Volatile bool
 }
 
 // Getattr stats the path p.
@@ -351,6 +357,7 @@ func (fs *FS) fileAttr(f *writeback.File) Attr {
 		a = Attr{Kind: kindOfMode(w.Mode), Size: f.Size(), Mode: w.Mode & 0o7777, Rdev: w.Rdev}
 	}
 	fs.applyOwnerTimes(&a, w)
+	a.Volatile = f.External()
 	return a
 }
 

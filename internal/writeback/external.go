@@ -122,6 +122,16 @@ func (f *File) Backing(write bool) (*os.File, string, bool) {
 	return os.NewFile(uintptr(nfd), fd.Name()), "wb:" + f.id, true
 }
 
+// External reports whether the kernel may write f's data file for an
+// open handle (Backing(true) counted, EndExternal not yet): ferry learns
+// those writes only when it looks, so what it shows of f must not be
+// cached.
+func (f *File) External() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ext.open > 0
+}
+
 // EndExternal ends one external writer that Backing(true) counted; the
 // last one marks the file modified (see above). Call it before the
 // handle's Release.

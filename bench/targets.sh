@@ -32,6 +32,10 @@
 #                                   xargs -P 8 -n 100 cat of SMALL_N (default
 #                                   10,000) x 4 KiB on a fresh mount, cold, with
 #                                   ferry's and MinIO's CPU and the requests
+#   bench/targets.sh cold [REPS]    seq 1 MiB cold 1 job (the full bench's cold-read
+#                                   row), REPS fresh mounts: MiB/s, ferry's CPU per
+#                                   GiB and peak RSS, the FUSE ops and requests
+#                                   (PERF_OUT=prefix: a perf profile per run)
 #   bench/targets.sh floor [REPS]   the machine's floor for the write targets: a
 #                                   plain AWS SDK program (bench/putfloor, no
 #                                   FUSE, data in memory) PUTs 1,000 x 4 KiB (64
@@ -44,7 +48,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | ls | lsr | task | dirrand | small | floor) ;; *) sed -n '2,43p' "$0"; exit 2 ;; esac
+case $MODE in write | read | cold | ls | lsr | task | dirrand | small | floor) ;; *) sed -n '2,47p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -193,6 +197,28 @@ if [ "$MODE" = ls ] || [ "$MODE" = lsr ]; then
     timed_cmd 600 bash -c "$walk >'$W/lscount'"
     log "run $r: $what: $(cat "$W/lscount") in $(elapsed "$T_START" "$T_END") s; requests: $(reqs); FUSE: $(fuseops)"
   done
+  exit 0
+fi
+if [ "$MODE" = cold ]; then
+  BIG_MB=1024 FIO_RT=${FIO_RT:-10}
+  mkdir -p "$W/data/big"
+  head -c "${BIG_MB}M" /dev/urandom >"$W/data/big/big.bin"
+  aws_direct s3 cp "$W/data/big/big.bin" "s3://$BUCKET/big/big.bin"
+  declare -a CB CC
+  for r in $(seq "$REPS"); do
+    c_cold ferry
+    rss_start "$C_PID" --tree
+    perf_start cold.$r
+    read -r bw _ <<<"$(fio_read "seq-1m-cold-1j-$r" "$C_ROOT" seq 1m 1)"
+    perf_stop
+    rss_stop
+    cg=$(awk -v c="${RSS_RESULT#* }" -v m="$BIG_MB" 'BEGIN{printf "%.3f", c / (m / 1024)}')
+    CB+=("$bw") CC+=("$cg")
+    [ "${COLD_MEM:-0}" = 1 ] && { curl -fs "http://127.0.0.1:$FERRY_METRICS_PORT/metrics" | grep -E "^go_memstats_(heap_(inuse|sys|idle|released)|stack_inuse|sys|mspan_inuse|other_sys|gc_sys)_bytes|^go_goroutines|^go_threads" >&2; grep -E "Rss|Anon|File|Shmem" "/proc/$C_PID/smaps_rollup" >&2; }
+    log "run $r: $bw MiB/s; ferry CPU $cg s/GiB, peak RSS ${RSS_RESULT%% *} MiB; load $(cut -d' ' -f1 /proc/loadavg); requests: $(reqs)FUSE: $(fuseops)"
+  done
+  c_umount ferry
+  log "medians of $REPS: $(echo "${CB[*]}" | median) MiB/s, $(echo "${CC[*]}" | median) s/GiB"
   exit 0
 fi
 if [ "$MODE" = read ]; then

@@ -261,6 +261,31 @@ func TestWritePassthrough(t *testing.T) {
 			syscall.Close(a)
 			return "reopened", append(bytes.Clone(data[:1<<20]), "tail"...)
 		}},
+		{name: "streams while open", run: func(t *testing.T, m *wptMount) (string, []byte) {
+			// Parts go while the file is open though ferry sees no write;
+			// one rewritten after it was sent is sent again at the close.
+			big := bytes.Repeat(data[:1<<20], 40)
+			p := filepath.Join(m.root, "streamed")
+			fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off := 0; off < len(big); off += 1 << 20 {
+				mustWrite(t, fd, big[off:off+1<<20], int64(off))
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for m.wb.Stats().UploadedBytes < 32<<20 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if got := m.wb.Stats().UploadedBytes; got < 32<<20 {
+				t.Errorf("%d bytes uploaded while open, want the two full 16 MiB parts", got)
+			}
+			mustWrite(t, fd, []byte("patch"), 10)
+			syscall.Close(fd)
+			want := bytes.Clone(big)
+			copy(want[10:], "patch")
+			return "streamed", want
+		}},
 		{name: "existing object", viaFerry: true, run: func(t *testing.T, m *wptMount) (string, []byte) {
 			m.st.Put(context.Background(), "old", bytes.NewReader([]byte("hello world")), 11, objstore.PutOptions{})
 			fd, err := syscall.Open(filepath.Join(m.root, "old"), syscall.O_WRONLY, 0)

@@ -15,10 +15,10 @@ import (
 // writes, so it learns them from the data file:
 //
 //   - Only a file whose staging file is its whole content (no base: it
-//     was created or truncated here), that streams no parts, and that is
-//     not reopened (closed, modified again before it was durable, when
-//     recovery relies on every modification being journaled) is handed
-//     out for writing (Backing).
+//     was created or truncated here) and that is not reopened (closed,
+//     modified again before it was durable, when recovery relies on
+//     every modification being journaled) is handed out for writing
+//     (Backing).
 //   - While such handles are open (ext.open > 0), every look at the
 //     file's size, attributes or bytes (Size, Attrs, reads, snapshots,
 //     the upload guard, Flush, Release) first compares the data file's
@@ -32,8 +32,11 @@ import (
 //     the file is taken as modified once more, unconditionally: nothing
 //     can write it after that, so its next upload holds the final bytes
 //     whatever the clock's resolution.
-//   - Streaming (parts uploaded while the task writes) never runs for a
-//     file written this way: an earlier part may be rewritten unseen.
+//   - While such a writer is open, a poller (pollExternal) looks at the
+//     file every extPollEvery, so that a file that nobody looks at still
+//     streams: its parts are uploaded once its size has moved past them,
+//     each with the sum of what was sent, and the close sends again every
+//     part whose bytes changed since (stream_verify.go).
 //   - The staging disk's floor (MinFreeBytes) is not enforced on these
 //     writes: Backing hands a file out only while the disk has
 //     externalHeadroom above the floor; past it the kernel's own ENOSPC
@@ -76,9 +79,12 @@ type extState struct {
 	handed bool
 	// frozen: the data file is immutable (FreezeExternal).
 	frozen bool
-	open   int   // handles the kernel may write through
-	size   int64 // the data file's size at the last look (-1: none yet)
-	ctime  int64 // and its change time (ns)
+	// writable: the kernel was given the data file for writing once:
+	// streamed parts are checked at the close (stream_verify.go).
+	writable bool
+	open     int   // handles the kernel may write through
+	size     int64 // the data file's size at the last look (-1: none yet)
+	ctime    int64 // and its change time (ns)
 }
 
 // Backing returns a descriptor of f's staging file for the kernel to read
@@ -98,7 +104,7 @@ func (f *File) Backing(write bool) (*os.File, string, bool) {
 	ok := f.hasData && f.symlink == "" && f.attrs.Mode&syscall.S_IFMT == 0 && f.live && !f.removed && !f.dropped &&
 		f.base == nil && f.corrupt == nil && f.stageErr == nil
 	if write {
-		ok = ok && f.stream == nil && (f.closedGen == 0 || f.closedGen <= f.durableGen)
+		ok = ok && (f.closedGen == 0 || f.closedGen <= f.durableGen)
 	}
 	if !ok {
 		return nil, "", false
@@ -116,8 +122,10 @@ func (f *File) Backing(write bool) (*os.File, string, bool) {
 	if write {
 		if f.ext.open == 0 {
 			f.ext.size = -1
+			f.m.watchExternal(f)
 		}
 		f.ext.open++
+		f.ext.writable = true
 	}
 	return os.NewFile(uintptr(nfd), fd.Name()), "wb:" + f.id, true
 }
@@ -143,6 +151,7 @@ func (f *File) EndExternal() {
 		if f.ext.open == 0 {
 			f.ext.size = -1
 			f.absorbLocked()
+			f.m.unwatchExternal(f)
 		}
 	}
 	f.mu.Unlock()
@@ -175,6 +184,81 @@ func (f *File) absorbLocked() {
 	}
 	f.touchLocked()
 	f.attrs.Mtime = time.Unix(0, st.Mtim.Nano())
+}
+
+// extPollEvery is how often pollExternal looks at the files that the
+// kernel writes.
+const extPollEvery = 250 * time.Millisecond
+
+// watchExternal adds f to the files pollExternal looks at, starting the
+// poller when it is not running. Called with f.mu held (m.extMu is a
+// leaf under it).
+func (m *Manager) watchExternal(f *File) {
+	m.extMu.Lock()
+	defer m.extMu.Unlock()
+	if m.extFiles == nil {
+		m.extFiles = map[*File]struct{}{}
+	}
+	m.extFiles[f] = struct{}{}
+	if !m.extPolling {
+		m.extPolling = m.goFn(m.pollExternal)
+	}
+}
+
+// unwatchExternal removes f from the poller's files.
+func (m *Manager) unwatchExternal(f *File) {
+	m.extMu.Lock()
+	delete(m.extFiles, f)
+	m.extMu.Unlock()
+}
+
+// pollExternal looks at every file with an external writer each
+// extPollEvery: what the kernel wrote is taken in, and a file large
+// enough streams (see above). It ends when no file is left (the next
+// watchExternal starts it again) or the manager closes.
+func (m *Manager) pollExternal() {
+	t := time.NewTicker(extPollEvery)
+	defer t.Stop()
+	var files []*File
+	for {
+		select {
+		case <-m.ctx.Done():
+			m.extMu.Lock()
+			m.extPolling = false
+			m.extMu.Unlock()
+			return
+		case <-t.C:
+		}
+		m.extMu.Lock()
+		if len(m.extFiles) == 0 {
+			m.extPolling = false
+			m.extMu.Unlock()
+			return
+		}
+		files = files[:0]
+		for f := range m.extFiles {
+			files = append(files, f)
+		}
+		m.extMu.Unlock()
+		for _, f := range files {
+			f.pollExternal()
+		}
+	}
+}
+
+// pollExternal takes in what the kernel wrote into f and wakes or starts
+// f's stream when it changed.
+func (f *File) pollExternal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ext.open == 0 {
+		return
+	}
+	gen := f.gen
+	f.absorbLocked()
+	if f.gen != gen {
+		f.streamLocked()
+	}
 }
 
 // FreezeExternal makes f's data file immutable when the kernel may still

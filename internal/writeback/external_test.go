@@ -114,3 +114,65 @@ func TestExternalWrites(t *testing.T) {
 	drain(t, m)
 	e.wantObject("ext", append([]byte("ABCD"), data[4:]...))
 }
+
+// TestExternalStream: a file the kernel writes streams while it is open
+// though nobody looks at it (the poller), and the close sends again just
+// the streamed parts whose bytes were written again after they were sent.
+func TestExternalStream(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rewrite []int64 // offsets rewritten after the parts were streamed
+		extra   int     // parts sent twice
+	}{
+		{name: "sequential"},
+		{name: "first part rewritten", rewrite: []int64{10}, extra: 1},
+		{name: "two parts rewritten", rewrite: []int64{testPart + 5, 3*testPart - 2}, extra: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			cfg := e.config()
+			cfg.ExternalWrites = true
+			cfg.MinFreeBytes = -1
+			cfg.StreamAfter = testPart
+			m := e.open(cfg)
+			f, err := m.Create(tgt("ext"), 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Acquire()
+			fd, _, ok := f.Backing(true)
+			if !ok {
+				t.Fatal("no backing")
+			}
+			data := pattern(6*testPart+123, 4)
+			for off := 0; off < len(data); off += 4096 {
+				if _, err := fd.WriteAt(data[off:min(off+4096, len(data))], int64(off)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "parts streamed while open", func() bool { return e.fs.Calls(faulty.OpUploadPart) >= 6 })
+			if _, ok := e.object("ext"); ok {
+				t.Fatal("object complete before close")
+			}
+			for _, off := range tc.rewrite {
+				if _, err := fd.WriteAt([]byte("patch"), off); err != nil {
+					t.Fatal(err)
+				}
+				copy(data[off:], "patch")
+			}
+			fd.Close()
+			f.EndExternal()
+			if err := f.Release(); err != nil {
+				t.Fatal(err)
+			}
+			drain(t, m)
+			e.wantObject("ext", data)
+			if n := e.fs.Calls(faulty.OpUploadPart); n != 7+tc.extra {
+				t.Errorf("%d parts sent, want %d (7 parts, %d of them again)", n, 7+tc.extra, tc.extra)
+			}
+			if e.mem.PendingUploads() != 0 {
+				t.Error("multipart upload left pending")
+			}
+		})
+	}
+}

@@ -53,6 +53,12 @@ type Manager struct {
 	// leaf lock.
 	frozenMu sync.Mutex
 	frozen   []string
+	// extMu guards extFiles (the files with external writers, which
+	// pollExternal looks at) and extPolling (the poller runs). A leaf
+	// lock, taken under File.mu.
+	extMu      sync.Mutex
+	extFiles   map[*File]struct{}
+	extPolling bool
 
 	// spareMu guards spares, ready, sparesClosed and refilling; it is a
 	// leaf lock.

@@ -48,23 +48,34 @@ type stream struct {
 // streamPart is the state of one part (guarded by File.mu).
 type streamPart struct {
 	inflight bool
-	done     bool // uploaded, and not written since
+	done     bool // uploaded, and not written since (as far as ferry saw)
 	stale    bool // written while in flight: not done when it lands
+	// sum is the CRC-32C of the bytes the upload sent, when summed: the
+	// kernel may have rewritten them unseen since (external writes), so
+	// the close compares them with the final ones (see verifyParts).
+	sum    uint32
+	summed bool
 }
 
 // streamWriteLocked is called after every write of [off, end): it marks
 // uploaded parts it touched for re-upload, and starts the stream once the
 // file is large enough.
 func (f *File) streamWriteLocked(off, end int64) {
-	if s := f.stream; s != nil {
-		if s.lay.size > 0 {
-			for n := s.lay.index(off); n <= s.lay.index(end-1); n++ {
-				if p := s.parts[n]; p != nil {
-					p.stale = p.inflight
-					p.done = false
-				}
+	if s := f.stream; s != nil && s.lay.size > 0 {
+		for n := s.lay.index(off); n <= s.lay.index(end-1); n++ {
+			if p := s.parts[n]; p != nil {
+				p.stale = p.inflight
+				p.done = false
 			}
 		}
+	}
+	f.streamLocked()
+}
+
+// streamLocked wakes the file's stream for new data, or starts it once
+// the file is large enough. Caller holds File.mu.
+func (f *File) streamLocked() {
+	if s := f.stream; s != nil {
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -72,7 +83,7 @@ func (f *File) streamWriteLocked(off, end int64) {
 		return
 	}
 	m := f.m
-	if f.noStream || f.base != nil || f.ext.open > 0 || m.cfg.StreamAfter < 0 || f.size <= m.cfg.StreamAfter || f.removed || !f.live {
+	if f.noStream || f.base != nil || m.cfg.StreamAfter < 0 || f.size <= m.cfg.StreamAfter || f.removed || !f.live {
 		return
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
@@ -250,13 +261,15 @@ func (s *stream) uploadPart(n int) {
 	p := s.lay.part(n)
 	up, rd := s.up, s.rd
 	f.mu.Unlock()
-	err := up.UploadPart(s.ctx, n, io.NewSectionReader(rd, p.Off, p.End-p.Off), p.End-p.Off)
+	src := &summingReader{r: io.NewSectionReader(rd, p.Off, p.End-p.Off)}
+	err := up.UploadPart(s.ctx, n, src, p.End-p.Off)
 	m.sched.release(classHeavy)
 	f.mu.Lock()
 	sp := s.parts[n]
 	sp.inflight = false
 	sp.done = err == nil && !sp.stale
 	sp.stale = false
+	sp.sum, sp.summed = src.result(p.End - p.Off)
 	f.mu.Unlock()
 	if err == nil {
 		m.uploadedBytes.Add(p.End - p.Off)
@@ -307,6 +320,7 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 		}
 	}
 	metaChanged := f.metaGen != s.metaGen
+	external := f.ext.writable
 	f.mu.Unlock()
 	if !usable {
 		s.cancel()
@@ -331,7 +345,7 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 		}, func(int, span) bool { return true })
 	}
 	err = send(todo)
-	if err == nil && inflight {
+	if err == nil && (inflight || external) {
 		s.wg.Wait()
 		var again []int
 		f.mu.Lock()
@@ -341,7 +355,14 @@ func (f *File) finishStream(ctx context.Context, st objstore.Store, snap snapsho
 			}
 		}
 		f.mu.Unlock()
-		err = send(again)
+		if external {
+			var changed []int
+			changed, err = s.verifyParts(f.guard(rd, snap.size), parts, sent)
+			again = append(again, changed...)
+		}
+		if err == nil {
+			err = send(again)
+		}
 	}
 	if err != nil {
 		s.cancel() // streamed parts in flight

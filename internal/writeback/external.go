@@ -247,17 +247,21 @@ func (m *Manager) pollExternal() {
 }
 
 // pollExternal takes in what the kernel wrote into f and wakes or starts
-// f's stream when it changed.
+// f's stream when it changed. A change counts as a burst of the task's
+// writes: uploads yield to it as to writes through ferry.
 func (f *File) pollExternal() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ext.open == 0 {
-		return
-	}
 	gen := f.gen
-	f.absorbLocked()
-	if f.gen != gen {
+	if f.ext.open > 0 {
+		f.absorbLocked()
+	}
+	changed := f.gen != gen
+	if changed {
 		f.streamLocked()
+	}
+	f.mu.Unlock()
+	if changed {
+		f.m.sched.busy()
 	}
 }
 

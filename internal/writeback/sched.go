@@ -117,6 +117,14 @@ func (s *sched) foreground() {
 	}
 }
 
+// busy records a burst of the task's operations: the poller of external
+// writes (pollExternal) saw the kernel write for it since its last look.
+func (s *sched) busy() {
+	for range fgBurst {
+		s.foreground()
+	}
+}
+
 // fgView is one reading of the clock and of the foreground's ops:
 // dispatchLocked decides from one view, since foreground() runs without
 // mu (two readings could see a quiet foreground, then a busy one).

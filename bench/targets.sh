@@ -32,6 +32,8 @@
 #                                   xargs -P 8 -n 100 cat of SMALL_N (default
 #                                   10,000) x 4 KiB on a fresh mount, cold, with
 #                                   ferry's and MinIO's CPU and the requests
+#                                   (SMALL_SRC=ferry: created through ferry
+#                                   first, with cp -r, as the full bench does)
 #   bench/targets.sh cold [REPS]    seq 1 MiB cold 1 job (the full bench's cold-read
 #                                   row), REPS fresh mounts: MiB/s, ferry's CPU per
 #                                   GiB and peak RSS, the FUSE ops and requests
@@ -163,7 +165,18 @@ open(sys.argv[2], "w").write(str(n))
 fi
 if [ "$MODE" = small ]; then
   SMALL_N=${SMALL_N:-10000}
-  python3 "$LIB/s3.py" put-many "$BUCKET" smallrb/ "$SMALL_N" 4096
+  if [ "${SMALL_SRC:-put}" = ferry ]; then
+    # As the full bench: the files are created through ferry (cp -r), so
+    # the objects carry ferry's metadata.
+    mkdir -p "$W/data/smallrb"
+    python3 -c 'import os, sys
+for i in range(int(sys.argv[2])): open("%s/t%05d" % (sys.argv[1], i), "wb").write(os.urandom(4096))' "$W/data/smallrb" "$SMALL_N"
+    c_cold ferry
+    cp -r "$W/data/smallrb" "$C_ROOT/smallrb"
+    python3 "$LIB/s3.py" wait-count "$BUCKET" smallrb/t "$SMALL_N" 600 >/dev/null
+  else
+    python3 "$LIB/s3.py" put-many "$BUCKET" smallrb/ "$SMALL_N" 4096
+  fi
   pcpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
   declare -a ST
   for r in $(seq "$REPS"); do

@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/ferry-fs/ferry/pkg/objstore/faulty"
@@ -75,19 +76,7 @@ func reopened(t *testing.T, e *env, m *Manager) *File {
 // ends, also a last write made within the clock's resolution of a look.
 func TestExternalWrites(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config()
-	cfg.ExternalWrites = true
-	cfg.MinFreeBytes = -1
-	m := e.open(cfg)
-	f, err := m.Create(tgt("ext"), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Acquire()
-	fd, _, ok := f.Backing(true)
-	if !ok {
-		t.Fatal("no backing")
-	}
+	m, f, fd := openExternal(t, e, 0)
 	data := pattern(3*testPart+100, 9)
 	if _, err := fd.WriteAt(data[:testPart], 0); err != nil {
 		t.Fatal(err)
@@ -130,20 +119,7 @@ func TestExternalStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			cfg := e.config()
-			cfg.ExternalWrites = true
-			cfg.MinFreeBytes = -1
-			cfg.StreamAfter = testPart
-			m := e.open(cfg)
-			f, err := m.Create(tgt("ext"), 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Acquire()
-			fd, _, ok := f.Backing(true)
-			if !ok {
-				t.Fatal("no backing")
-			}
+			m, f, fd := openExternal(t, e, testPart)
 			data := pattern(6*testPart+123, 4)
 			for off := 0; off < len(data); off += 4096 {
 				if _, err := fd.WriteAt(data[off:min(off+4096, len(data))], int64(off)); err != nil {
@@ -175,4 +151,28 @@ func TestExternalStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openExternal opens a Manager that lets the kernel write its files
+// (streaming after streamAfter bytes when it is not 0), creates "ext" and
+// returns it acquired, with the descriptor a writer passed through gets.
+func openExternal(t *testing.T, e *env, streamAfter int64) (*Manager, *File, *os.File) {
+	t.Helper()
+	cfg := e.config()
+	cfg.ExternalWrites = true
+	cfg.MinFreeBytes = -1
+	if streamAfter != 0 {
+		cfg.StreamAfter = streamAfter
+	}
+	m := e.open(cfg)
+	f, err := m.Create(tgt("ext"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Acquire()
+	fd, _, ok := f.Backing(true)
+	if !ok {
+		t.Fatal("no backing")
+	}
+	return m, f, fd
 }

@@ -21,9 +21,9 @@ var ioEOF = io.EOF
 type Handle struct {
 	fs *FS
 	wf *writeback.File // the dirty file (write handles, or reads of dirty files); immutable
-	// write: opened for writing; immutable.
-	write bool
-	attr  Attr // the file's attributes at open (clean handles); immutable
+	// write: opened for writing; appends: with O_APPEND; immutable.
+	write, appends bool
+	attr           Attr // the file's attributes at open (clean handles); immutable
 
 	// mu guards the fields below (see handles.go).
 	mu       sync.Mutex
@@ -57,15 +57,20 @@ type OpenFlags struct {
 	Write bool // O_WRONLY or O_RDWR
 	Trunc bool // O_TRUNC
 	Excl  bool // O_EXCL (Create only)
+	// Append: O_APPEND. Each write lands at the file's end as ferry
+	// knows it (the kernel's offset may come from a size another node's
+	// passthrough writer has since moved), never before the offset given.
+	Append bool
 }
 
 // FlagsFrom converts open(2) flags.
 func FlagsFrom(flags uint32) OpenFlags {
 	acc := flags & syscall.O_ACCMODE
 	return OpenFlags{
-		Write: acc == syscall.O_WRONLY || acc == syscall.O_RDWR,
-		Trunc: flags&syscall.O_TRUNC != 0,
-		Excl:  flags&syscall.O_EXCL != 0,
+		Write:  acc == syscall.O_WRONLY || acc == syscall.O_RDWR,
+		Trunc:  flags&syscall.O_TRUNC != 0,
+		Excl:   flags&syscall.O_EXCL != 0,
+		Append: flags&syscall.O_APPEND != 0,
 	}
 }
 
@@ -93,7 +98,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 				return nil, err
 			}
 		}
-		return fs.newHandle(&Handle{loc: l, wf: f, write: fl.Write, Size: f.Size(), KeepCache: !fl.Trunc}), nil
+		return fs.newHandle(&Handle{loc: l, wf: f, write: fl.Write, appends: fl.Append, Size: f.Size(), KeepCache: !fl.Trunc}), nil
 	}
 	info, kind, err := fs.revalidate(ctx, l)
 	if err != nil {
@@ -125,7 +130,7 @@ func (fs *FS) Open(ctx context.Context, p string, fl OpenFlags) (*Handle, error)
 		f.Acquire()
 		fs.noteCreated(l, meta.KindFile)
 		fs.adoptAt(l, f)
-		return fs.newHandle(&Handle{loc: l, wf: f, write: true, Size: f.Size()}), nil
+		return fs.newHandle(&Handle{loc: l, wf: f, write: true, appends: fl.Append, Size: f.Size()}), nil
 	}
 	st, err := fs.store(ctx, l)
 	if err != nil {
@@ -211,7 +216,7 @@ func (fs *FS) Create(ctx context.Context, p string, mode uint32, fl OpenFlags) (
 	f.Acquire()
 	fs.noteCreated(l, meta.KindFile)
 	fs.noteEntryChanged(l)
-	return fs.newHandle(&Handle{loc: l, wf: f, write: fl.Write}), nil
+	return fs.newHandle(&Handle{loc: l, wf: f, write: fl.Write, appends: fl.Append}), nil
 }
 
 // Read reads at off. It returns fewer bytes only at the end of the file.
@@ -352,7 +357,13 @@ func (h *Handle) Write(p []byte, off int64) (int, error) {
 	if h.wf == nil {
 		return 0, syscall.EBADF
 	}
-	n, err := h.wf.WriteAt(p, off)
+	var n int
+	var err error
+	if h.appends {
+		n, err = h.wf.AppendAt(p, off)
+	} else {
+		n, err = h.wf.WriteAt(p, off)
+	}
 	if err != nil && !isErrno(err) {
 		l, _ := h.where()
 		h.fs.logErr("write", l, err)

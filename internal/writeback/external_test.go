@@ -176,3 +176,43 @@ func openExternal(t *testing.T, e *env, streamAfter int64) (*Manager, *File, *os
 	}
 	return m, f, fd
 }
+
+// TestAppendAt: a write with O_APPEND lands at the file's end as ferry
+// knows it, here moved by the kernel's writes into the staging file,
+// even when the offset given is older; never before the offset given.
+func TestAppendAt(t *testing.T) {
+	tests := []struct {
+		name     string
+		off      int64
+		wantSize int64
+	}{
+		{name: "offset behind the end", off: 10, wantSize: 4096 + 5},
+		{name: "offset at the end", off: 4096, wantSize: 4096 + 5},
+		{name: "offset past the end", off: 5000, wantSize: 5000 + 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			_, f, fd := openExternal(t, e, 0)
+			if _, err := fd.WriteAt(pattern(4096, 3), 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.AppendAt([]byte("tail!"), tc.off); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Size(); got != tc.wantSize {
+				t.Fatalf("size %d, want %d", got, tc.wantSize)
+			}
+			buf := make([]byte, 5)
+			if _, err := fd.ReadAt(buf, tc.wantSize-5); err != nil || string(buf) != "tail!" {
+				t.Fatalf("read %q, %v at the end", buf, err)
+			}
+			if tc.off < 4096 {
+				head := make([]byte, 5)
+				if _, err := fd.ReadAt(head, tc.off); err != nil || bytes.Equal(head, []byte("tail!")) {
+					t.Fatalf("the append overwrote offset %d", tc.off)
+				}
+			}
+		})
+	}
+}

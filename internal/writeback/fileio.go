@@ -36,6 +36,18 @@ func timeOrZero(ns int64) time.Time {
 // (nearly) full it fails with an error wrapping syscall.ENOSPC and nothing
 // staged before is lost. Writing a symlink fails with syscall.EINVAL.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	return f.writeAt(p, off, false)
+}
+
+// AppendAt is WriteAt for a writer opened with O_APPEND: p lands at the
+// file's end, or at off when that is past it. The kernel computes off
+// from its cached size, which a writer passing through on another node
+// may have moved since.
+func (f *File) AppendAt(p []byte, off int64) (int, error) {
+	return f.writeAt(p, off, true)
+}
+
+func (f *File) writeAt(p []byte, off int64, atEnd bool) (int, error) {
 	if off < 0 {
 		return 0, syscall.EINVAL
 	}
@@ -56,6 +68,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		f.mu.Unlock()
 		return 0, err
+	}
+	if atEnd {
+		off = max(off, f.size)
 	}
 	n, err := fd.WriteAt(p, off)
 	if n > 0 {

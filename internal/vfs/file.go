@@ -357,13 +357,11 @@ func (h *Handle) Write(p []byte, off int64) (int, error) {
 	if h.wf == nil {
 		return 0, syscall.EBADF
 	}
-	var n int
-	var err error
+	write := h.wf.WriteAt
 	if h.appends {
-		n, err = h.wf.AppendAt(p, off)
-	} else {
-		n, err = h.wf.WriteAt(p, off)
+		write = h.wf.AppendAt
 	}
+	n, err := write(p, off)
 	if err != nil && !isErrno(err) {
 		l, _ := h.where()
 		h.fs.logErr("write", l, err)

@@ -85,12 +85,37 @@ env_start
 printf '[default]\ns3 =\n  max_concurrent_requests = 16\n  multipart_chunksize = 16MB\n  multipart_threshold = 16MB\n' >"$W/aws.config"
 export AWS_CONFIG_FILE=$W/aws.config
 env_seed
+env_quiesce
 mkdir -p "$W/localroot/big" && ln "$W/data/big.bin" "$W/localroot/big/big.bin"
 tasks_compute_ref
 
 # Contender table for the report: name | version or "not installed" | mount command.
 OPTS=$W/contenders.tsv
 : >"$OPTS"
+# bench_baseline B: one baseline's run (getfloor runs before the contenders, so
+# that the cold-read floor and ferry's cold reads see the same machine state).
+bench_baseline() {
+  local b=$1 n ct0
+  log "== baseline $b"
+  run_begin "$b" || { record "$b" valid INVALID "" "MinIO or the proxy could not be started"; return 0; }
+  ct0=$SECONDS TOT_PEAK=0 TOT_CPU=0
+  case $b in
+    copy) printf 'copy\t%s\taws s3 cp via the proxy: parallel ranged GETs / multipart uploads, 16 concurrent requests of 16 MiB (AWS_CONFIG_FILE)\n' \
+      "$(aws --version 2>&1 | cut -d' ' -f1)" >>"$OPTS"; bench_copy ;;
+    local) printf 'local\tfio %s\tfio/dd/cp/ls/stat on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
+    getfloor) printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache\n' \
+      "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"; bench_getfloor ;;
+  esac
+  if want tasks && [ "$b" != getfloor ]; then
+    for n in $TASK_COUNTS; do tasks_round "$n"; "tasks_$b"; done
+    tasks_round "${TASK_COUNTS%% *}"
+  fi
+  [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
+  run_end "$b"
+  log "== baseline $b took $((SECONDS - ct0)) s"
+}
+BASELINES=" ${BENCH_BASELINES-getfloor copy local} "
+[[ $BASELINES == *" getfloor "* ]] && bench_baseline getfloor
 for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   if ! c_available "$c"; then
     printf '%s\tnot installed\t\n' "$c" >>"$OPTS"
@@ -122,25 +147,7 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   env_clean "$c"
   log "== $c took $((SECONDS - ct0)) s"
 done
-for b in ${BENCH_BASELINES-getfloor copy local}; do
-  log "== baseline $b"
-  run_begin "$b" || { record "$b" valid INVALID "" "MinIO or the proxy could not be started"; continue; }
-  ct0=$SECONDS TOT_PEAK=0 TOT_CPU=0
-  case $b in
-    copy) printf 'copy\t%s\taws s3 cp via the proxy: parallel ranged GETs / multipart uploads, 16 concurrent requests of 16 MiB (AWS_CONFIG_FILE)\n' \
-      "$(aws --version 2>&1 | cut -d' ' -f1)" >>"$OPTS"; bench_copy ;;
-    local) printf 'local\tfio %s\tfio/dd/cp/ls/stat on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
-    getfloor) printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache\n' \
-      "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"; bench_getfloor ;;
-  esac
-  if want tasks && [ "$b" != getfloor ]; then
-    for n in $TASK_COUNTS; do tasks_round "$n"; "tasks_$b"; done
-    tasks_round "${TASK_COUNTS%% *}"
-  fi
-  [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
-  run_end "$b"
-  log "== baseline $b took $((SECONDS - ct0)) s"
-done
+for b in $BASELINES; do [ "$b" = getfloor ] || bench_baseline "$b"; done
 
 if want stage && [[ " ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}} " == *" ferry "* ]]; then
   log "== ferry: staged-input tasks (bench/stage.sh)"

@@ -178,6 +178,22 @@ PY
   fi
 }
 
+# minio_cpu: MinIO's user+sys CPU seconds so far.
+minio_cpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$MINIO_PID/stat" 2>/dev/null || echo 0; }
+
+# env_quiesce: after seeding, MinIO keeps scanning and healing what it was given
+# (on 2 cores that took CPU from the first contender's cold reads): sync, then wait
+# until MinIO used under 0.1 CPU-s in 5 s, at most QUIESCE_MAX (300) s; logs the wait.
+env_quiesce() {
+  local t0=$SECONDS c0 c1
+  sync
+  while [ $((SECONDS - t0)) -lt "${QUIESCE_MAX:-300}" ]; do
+    c0=$(minio_cpu); sleep 5; c1=$(minio_cpu)
+    awk -v a="$c0" -v b="$c1" 'BEGIN{exit !(b - a < 0.1)}' && { log "MinIO quiet after $((SECONDS - t0)) s"; return 0; }
+  done
+  log "MinIO still busy after $((SECONDS - t0)) s (last 5 s: $(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.2f", b - a}') CPU-s); going on"
+}
+
 # env_clean CONTENDER: delete the large objects a contender wrote (keeps MinIO's disk small).
 env_clean() {
   local p n

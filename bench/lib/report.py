@@ -105,6 +105,8 @@ def report(a):
     data, order = load(a.csv)
     conts = [line.rstrip("\n").split("\t") for line in open(a.contenders) if line.strip()]
     installed = [c[0] for c in conts if c[1] != "not installed"]
+    # contenders first, then the baselines in their usual order (getfloor runs first)
+    installed = [c for c in installed if c not in BASELINES] + [b for b in BASELINES if b in installed]
     cols = [c for c in installed if c in data] + [c for c in ("compute-only",) if c in data]
     # ferry-nopt (passthrough off), ferry-nocold (cold passthrough off) and
     # ferry-stage are ferry, not peers.

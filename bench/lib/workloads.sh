@@ -30,24 +30,26 @@ rec_fio() {
 }
 
 read_workloads() {
-  local c=$1 runs=() cpus=() r res j pb pat bs
+  local c=$1 runs=() cpus=() mcpus=() m0 r res j pb pat bs
   phase_reset
   # cold: a fresh mount per run; seq 1 MiB 1 job is the median of SEQ_RUNS mounts.
   for pb in $PATTERNS; do
     pat=${pb%:*} bs=${pb#*:}
     for j in $JOBS; do
       if [ "$pat:$bs:$j" = seq:1m:1 ]; then
-        runs=() cpus=()
+        runs=() cpus=() mcpus=()
         for ((r = 1; r <= SEQ_RUNS; r++)); do
           c_cold "$c" || return 1
           meas_start "$C_PID" --tree
+          m0=$(minio_cpu)
           res=$(fio_read "$c-seq-1m-cold-1-$r" "$C_ROOT" seq 1m 1); runs+=("${res%% *}")
+          mcpus+=("$(awk -v a="$m0" -v b="$(minio_cpu)" 'BEGIN{printf "%.2f", b - a}')")
           meas_stop
           # CPU per GiB of this run (the daemon's; fio reads the whole object)
           cpus+=("$(awk -v c="${RSS_RESULT#* }" -v m="$BIG_MB" 'BEGIN{printf "%.3f", c / (m / 1024)}')")
         done
         record "$c" read_seq_1m_cold_1j "$(printf '%s ' "${runs[@]}" | median)" MiB/s \
-          "median of ${#runs[@]} fresh mounts: ${runs[*]}"
+          "median of ${#runs[@]} fresh mounts: ${runs[*]}; MinIO CPU-s during each: ${mcpus[*]}"
         record "$c" cpu_per_gib_cold "$(printf '%s ' "${cpus[@]}" | median)" s/GiB \
           "the daemon's user+sys CPU per GiB of the cold sequential 1 MiB read (1 job); median of ${#cpus[@]}: ${cpus[*]}"
         continue

@@ -261,6 +261,46 @@ func TestWritePassthrough(t *testing.T) {
 			syscall.Close(a)
 			return "reopened", append(bytes.Clone(data[:1<<20]), "tail"...)
 		}},
+		{name: "appended beside a writer, read back", viaFerry: true, run: func(t *testing.T, m *wptMount) (string, []byte) {
+			// The reopen (split node, page cache) appends after the
+			// passthrough appender moved the end: ferry writes it at the
+			// true end (AppendAt) while the kernel put the bytes at its
+			// stale size in the split node's page cache. A read through
+			// the reopen must see the file as ferry has it: the node's
+			// attributes are volatile, so the read refreshes them and the
+			// size change drops that page cache (auto_inval_data).
+			p := filepath.Join(m.root, "appended")
+			w, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, w, data[:1<<20], 0)
+			a, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(w)
+			r, err := syscall.Open(p, syscall.O_RDWR|syscall.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mid := bytes.Repeat([]byte("A"), 4096)
+			if n, err := syscall.Write(a, mid); err != nil || n != len(mid) {
+				t.Fatalf("passthrough append: %d, %v", n, err)
+			}
+			if n, err := syscall.Write(r, []byte("tail")); err != nil || n != 4 {
+				t.Fatalf("append through the reopen: %d, %v", n, err)
+			}
+			want := append(append(bytes.Clone(data[:1<<20]), mid...), "tail"...)
+			got := make([]byte, 8192)
+			n, err := syscall.Pread(r, got, 1<<20-100)
+			if err != nil || !bytes.Equal(got[:n], want[1<<20-100:]) {
+				t.Errorf("read through the reopen: %d bytes %q..., %v; want %d bytes %q...", n, got[100:min(n, 110)], err, len(want)-(1<<20-100), want[1<<20:1<<20+10])
+			}
+			syscall.Close(r)
+			syscall.Close(a)
+			return "appended", want
+		}},
 		{name: "streams while open", run: func(t *testing.T, m *wptMount) (string, []byte) {
 			// Parts go while the file is open though ferry sees no write;
 			// one rewritten after it was sent is sent again at the close.

@@ -98,12 +98,11 @@ env_start
 if [ "$MODE" = floor ]; then
   (cd "$ROOT" && go build -o "$W/putfloor" ./bench/putfloor)
   declare -a FL FB
-  mcpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$MINIO_PID/stat"; }
   for r in $(seq "$REPS"); do
-    m0=$(mcpu) t0=$(now)
+    m0=$(minio_cpu) t0=$(now)
     "$W/putfloor" "$BENCH_S3" "$BUCKET" "floor$r/s" 1000 64 4096 >&2
     out=$(python3 "$LIB/s3.py" wait-count "$BUCKET" "floor$r/s" 1000 120)
-    fl=$(elapsed "$t0" "$out") m1=$(mcpu)
+    fl=$(elapsed "$t0" "$out") m1=$(minio_cpu)
     t0=$(now)
     "$W/putfloor" "$BENCH_S3" "$BUCKET" "floorbig$r/" 16 16 16777216 >&2
     fb=$(elapsed "$t0" "$(now)")

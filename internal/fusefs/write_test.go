@@ -89,6 +89,25 @@ func mustWrite(t *testing.T, fd int, p []byte, off int64) {
 	}
 }
 
+// appenderOf creates p with first (a passthrough writer), opens it again
+// with O_APPEND (passing through to the same staging file) and closes the
+// first writer, so that a later writer cannot pass through; it returns the
+// appender's fd.
+func appenderOf(t *testing.T, p string, first []byte) int {
+	t.Helper()
+	w, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, w, first, 0)
+	a, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(w)
+	return a
+}
+
 func statSize(t *testing.T, p string) int64 {
 	t.Helper()
 	var st syscall.Stat_t
@@ -237,16 +256,7 @@ func TestWritePassthrough(t *testing.T) {
 			// attributes the kernel must not cache while the appender
 			// writes through the first node.
 			p := filepath.Join(m.root, "reopened")
-			w, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustWrite(t, w, data[:1<<20], 0)
-			a, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			syscall.Close(w)
+			a := appenderOf(t, p, data[:1<<20])
 			r, err := syscall.Open(p, syscall.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -270,16 +280,7 @@ func TestWritePassthrough(t *testing.T) {
 			// attributes are volatile, so the read refreshes them and the
 			// size change drops that page cache (auto_inval_data).
 			p := filepath.Join(m.root, "appended")
-			w, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustWrite(t, w, data[:1<<20], 0)
-			a, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			syscall.Close(w)
+			a := appenderOf(t, p, data[:1<<20])
 			r, err := syscall.Open(p, syscall.O_RDWR|syscall.O_APPEND, 0)
 			if err != nil {
 				t.Fatal(err)

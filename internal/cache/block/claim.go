@@ -17,7 +17,9 @@ import (
 // taken does not fetch: it waits until the block is present, or until the
 // lock is free without it (the fetch failed, or its process died: the
 // kernel drops the locks of a file description when it is closed), and
-// then fetches it itself. Within a process the inflight map deduplicates;
+// then fetches it itself; a worker whose fetch only looks ahead (its job
+// has an owner: readahead, a fill) skips the block instead (errElsewhere,
+// fetch.go). Within a process the inflight map deduplicates;
 // the locks of one file description never conflict with each other.
 //
 // The wait polls (backing off from 1 to 8 ms) rather than blocking in

@@ -30,6 +30,16 @@ const (
 // dropped (its Reader seeked away or closed); a waiter fetches again.
 var errDropped = errors.New("block: readahead fetch dropped")
 
+// errElsewhere completes the flight of a block that a fetch looking ahead
+// (a Reader's readahead, a background fill, staging: a job with an owner)
+// found claimed by another process sharing the cache (claim.go). It does
+// not wait for that process: its worker goes on to the next block, so
+// processes that read one file at once fetch different parts of it
+// rather than all waiting on the one that got there first. A read that
+// needs the block then waits for it (or fetches it); waiters treat it as
+// errDropped.
+var errElsewhere = fmt.Errorf("%w: another process is fetching the block", errDropped)
+
 // warnEvery spaces out warnings about cache write failures.
 const warnEvery = 10 * time.Second
 
@@ -160,8 +170,11 @@ func (c *Cache) plan(o *object, from, to int64, p prio, owner *Reader) {
 // [idx, up to end) at priority p when none is running, or promoting a
 // queued one. present is true when the block is already open in the cache;
 // started is true when this call started the fetch (the block was neither
-// cached nor on its way).
-func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, present, started bool, err error) {
+// cached nor on its way). owner, when not nil, is the Reader that waits:
+// a fetch it started, or one it queued itself, keeps it as its owner
+// (and so does not wait for other processes' claims: errElsewhere);
+// joining anyone else's fetch makes that one ownerless.
+func (c *Cache) ensureFlight(o *object, idx, end int64, p prio, owner *Reader) (fl *flight, present, started bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -173,7 +186,9 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 	if fl := c.inflight[o.bid(idx)]; fl != nil {
 		fl.waiters++
 		j := fl.job
-		j.owner = nil
+		if j.owner != owner {
+			j.owner = nil
+		}
 		if j.el != nil && p < j.prio {
 			c.queue[j.prio].Remove(j.el)
 			j.prio = p
@@ -185,7 +200,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, pre
 	for k < end && k-idx < c.partBlocks && !c.knownLocked(o, k) {
 		k++
 	}
-	fl = c.newJobLocked(o, idx, k, p, nil).flights[0]
+	fl = c.newJobLocked(o, idx, k, p, owner).flights[0]
 	fl.waiters++
 	return fl, false, true, nil
 }
@@ -269,6 +284,9 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 		// claim.go), then look again.
 		cl, busy := c.claim(o, j.first)
 		if busy {
+			if c.skipElsewhere(j) {
+				continue
+			}
 			if !c.awaitOther(o, j.first) {
 				continue
 			}
@@ -300,6 +318,22 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 			return
 		}
 	}
+}
+
+// skipElsewhere completes the flight of block j.first, which another
+// process is fetching, with errElsewhere and moves j past it, when j has
+// an owner (it looks ahead: nobody but its owner waits for it). It
+// reports whether it did.
+func (c *Cache) skipElsewhere(j *job) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j.owner == nil {
+		return false
+	}
+	c.st.claimSkips.Add(1)
+	c.completeLocked(j, j.first, nil, errElsewhere)
+	j.first++
+	return true
 }
 
 // warnFetch logs a failed fetch; cache write failures (a full disk fails

@@ -220,3 +220,62 @@ func TestStuckClaimIsBounded(t *testing.T) {
 		t.Fatalf("read of 4 stuck blocks took %v, want about one wait of %v", took, claimWaitLimit)
 	}
 }
+
+// TestLookAheadSkipsOthersClaims: a fetch that looks ahead (here a
+// Prefetch, as a background fill runs it) does not wait for blocks another
+// process sharing the cache is fetching: it fetches every other block
+// first, and only then waits for those (errElsewhere); once that process
+// lets go of them unfetched, it fetches them too.
+func TestLookAheadSkipsOthersClaims(t *testing.T) {
+	old := claimWaitLimit
+	claimWaitLimit = time.Minute // a wait for the held blocks would be seen
+	t.Cleanup(func() { claimWaitLimit = old })
+	cfg := Config{BlockSize: 256 << 10, PartSize: 1 << 20}
+	const size, bs = 8 << 20, 256 << 10
+	f := newFixture(t, size, cfg)
+	cfg.Dir = f.cache.cfg.Dir
+	other := f.open(cfg)
+	held := map[int64]*claim{}
+	for _, idx := range []int64{0, 1, 9, 20} {
+		cl, busy := other.claim(other.object(f.ref), idx)
+		if busy || cl.f == nil {
+			t.Fatalf("claim of block %d: busy %v", idx, busy)
+		}
+		held[idx] = &cl
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.cache.Prefetch(context.Background(), f.ref, nil) }()
+	want := int64(size - len(held)*bs)
+	deadline := time.Now().Add(10 * time.Second)
+	for f.cache.Cached(f.ref) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes cached: the prefetch waited for blocks another cache holds", f.cache.Cached(f.ref), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := f.cache.Cached(f.ref); got != want {
+		t.Fatalf("%d bytes cached with 4 blocks held elsewhere, want %d", got, want)
+	}
+	if s := f.cache.Stats(); s.ClaimSkips == 0 {
+		t.Errorf("stats %+v: no block skipped", s)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("prefetch returned (%v) while 4 blocks are held elsewhere", err)
+	default:
+	}
+	for _, cl := range held {
+		other.unclaim(cl) // let go without fetching: the prefetch fetches them
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("prefetch did not end after the claims were released")
+	}
+	r := f.cache.Open(f.ref)
+	defer r.Close()
+	f.readAll(r, 1<<20, f.data)
+}

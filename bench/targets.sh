@@ -22,7 +22,8 @@
 #                                   the requests
 #   bench/targets.sh task [REPS]    the full bench's task workload, ferry only
 #                                   (4 x ferry run on one cache dir, then the
-#                                   same tasks on one ferry mount; 2 GiB reference)
+#                                   same tasks on one ferry mount; 2 GiB reference;
+#                                   TASK_SHARED=0: the ferry runs alone)
 #   bench/targets.sh dirrand [REPS] a process reads a tenth of the 4 KiB files of
 #                                   one directory of DIR_N (default 2,000) in random
 #                                   order, whole, cold (fresh mount), with directory
@@ -119,6 +120,7 @@ if [ "$MODE" = task ]; then
   head -c "${TASK_REF_MB}M" /dev/urandom >"$W/data/ref.bin"
   head -c "${TASK_OUT_MB}M" /dev/urandom >"$W/data/out.bin"
   aws_direct s3 cp "$W/data/ref.bin" "s3://$BUCKET/ref/ref.bin"
+  env_quiesce # MinIO scans what it was given: not during the first run
   echo "contender,metric,value,unit,note" >"$CSV"
   tasks_compute_ref
   for r in $(seq "$REPS"); do
@@ -127,7 +129,7 @@ if [ "$MODE" = task ]; then
     tasks_finish ferry "$T0" "$FAILED" "tout/ferry$r/" "" "one ferry run per task; $TT_NOTE"
     phase_record ferry task "the $TASKS ferry processes"
     rm -rf "$W/cache/ferry-task"
-    tasks_fuse ferry "tout/shared$r/" _shared
+    [ "${TASK_SHARED:-1}" = 0 ] || tasks_fuse ferry "tout/shared$r/" _shared
   done
   exit 0
 fi

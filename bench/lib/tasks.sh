@@ -18,6 +18,12 @@ task_args() { # SEED REF OUT
 # the first count's metrics are task_wall, ..., the others' end in _<n>t
 # (TSFX, set by tasks_round).
 TSFX=${TSFX:-}
+
+# tasks_quiet: every run of the tasks starts on a quiet MinIO (env_quiesce,
+# at most TASK_QUIESCE_MAX s, default 60): after the 2 GiB of outputs of
+# the run before, MinIO's background work would otherwise land in the
+# next run's read phase.
+tasks_quiet() { QUIESCE_MAX=${TASK_QUIESCE_MAX:-60} env_quiesce; }
 # tasks_round N: set TASKS, TSFX and TASK_COMPUTE_WALL for a round of N tasks.
 tasks_round() {
   TASKS=$1
@@ -122,6 +128,7 @@ times_note() {
 ferry_tasks() {
   local i pids=() fpids=() M cache=$W/cache/ferry-task p shared=$1 prefix=$2
   shift 2
+  tasks_quiet
   rm -rf "$cache"; drop_caches
   pc_start
   times_start
@@ -178,7 +185,9 @@ tasks_ferry() {
 tasks_fuse() {
   local c=$1 prefix=${2:-tout/$1$TSFX/} sfx=${3:-} i pids=() t0 failed=0
   phase_reset
-  c_umount "$c"; rm -rf "${W:?}/cache/$c"; drop_caches
+  c_umount "$c"; rm -rf "${W:?}/cache/$c"
+  tasks_quiet
+  drop_caches
   pc_start
   times_start
   t0=$(now)
@@ -199,6 +208,7 @@ tasks_fuse() {
 
 tasks_copy() {
   local i pids=() t0 failed=0 d
+  tasks_quiet
   drop_caches
   pc_start
   t0=$(now)

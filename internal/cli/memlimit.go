@@ -24,13 +24,16 @@ func setMemoryLimit(limit int64, getenv func(string) string, log *slog.Logger) {
 	debug.SetMemoryLimit(limit)
 }
 
-// gcPercent is ferry's GOGC: the heap may grow by half of what is live
-// before a collection, not by all of it. ferry's live heap is small (12-15
-// MiB while 32 readers read a cold file: fetch buffers, go-fuse's request
-// buffers, the stat cache's sketch) and its allocation rate low, so the
-// collector costs no measurable CPU more, and a ferry per task keeps 2-4
-// MiB less resident (2026-12-01: peak 51 against 55 MiB, 32 fio jobs).
-const gcPercent = 50
+// gcPercent is ferry's GOGC: the heap may grow by a quarter of what is
+// live before a collection, not by all of it. ferry's live heap is small
+// (9-13 MiB while 32 readers read a cold file: go-fuse's 1 MiB request
+// buffers, fetch buffers, the stat cache's sketch) and its allocation rate
+// low (a collection every second or so then), so the collector costs no
+// measurable CPU more, and a ferry per task keeps less resident
+// (2026-12-01: GOGC 50 against 100, peak 51 against 55 MiB, 32 fio jobs;
+// 2026-12-03, bench/targets.sh read: 25 against 50, the cold jobs' peaks
+// 42-45 against 42-47 MiB, cold sequential 0.81 against 0.97 CPU-s/GiB).
+const gcPercent = 25
 
 // setGCPercent applies gcPercent unless GOGC is set (the runtime has read
 // it already).

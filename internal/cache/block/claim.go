@@ -2,6 +2,7 @@ package block
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"syscall"
 	"time"
@@ -146,4 +147,30 @@ func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 		}
 		wait = min(2*wait, claimWaitMax)
 	}
+}
+
+// errElsewhere completes the flight of a block that a fetch looking ahead
+// (a Reader's readahead, a background fill, staging: a job with an owner)
+// found claimed by another process sharing the cache (see above). It does
+// not wait for that process: its worker goes on to the next block, so
+// processes that read one file at once fetch different parts of it
+// rather than all waiting on the one that got there first. A read that
+// needs the block then waits for it (or fetches it); waiters treat it as
+// errDropped.
+var errElsewhere = fmt.Errorf("%w: another process is fetching the block", errDropped)
+
+// skipElsewhere completes the flight of block j.first, which another
+// process is fetching, with errElsewhere and moves j past it, when j has
+// an owner (it looks ahead: nobody but its owner waits for it). It
+// reports whether it did.
+func (c *Cache) skipElsewhere(j *job) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j.owner == nil {
+		return false
+	}
+	c.st.claimSkips.Add(1)
+	c.completeLocked(j, j.first, nil, errElsewhere)
+	j.first++
+	return true
 }

@@ -30,16 +30,6 @@ const (
 // dropped (its Reader seeked away or closed); a waiter fetches again.
 var errDropped = errors.New("block: readahead fetch dropped")
 
-// errElsewhere completes the flight of a block that a fetch looking ahead
-// (a Reader's readahead, a background fill, staging: a job with an owner)
-// found claimed by another process sharing the cache (claim.go). It does
-// not wait for that process: its worker goes on to the next block, so
-// processes that read one file at once fetch different parts of it
-// rather than all waiting on the one that got there first. A read that
-// needs the block then waits for it (or fetches it); waiters treat it as
-// errDropped.
-var errElsewhere = fmt.Errorf("%w: another process is fetching the block", errDropped)
-
 // warnEvery spaces out warnings about cache write failures.
 const warnEvery = 10 * time.Second
 
@@ -318,22 +308,6 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 			return
 		}
 	}
-}
-
-// skipElsewhere completes the flight of block j.first, which another
-// process is fetching, with errElsewhere and moves j past it, when j has
-// an owner (it looks ahead: nobody but its owner waits for it). It
-// reports whether it did.
-func (c *Cache) skipElsewhere(j *job) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if j.owner == nil {
-		return false
-	}
-	c.st.claimSkips.Add(1)
-	c.completeLocked(j, j.first, nil, errElsewhere)
-	j.first++
-	return true
 }
 
 // warnFetch logs a failed fetch; cache write failures (a full disk fails

@@ -220,7 +220,6 @@ type counters struct {
 	free, windowSum, memInUse atomic.Int64
 	readers, collapses        atomic.Int64
 	direct, claimWaits        atomic.Int64
-	claimSkips                atomic.Int64
 	verifiedBytes             atomic.Int64
 	ptOpens, ptBytes          atomic.Int64
 	coldOpens, coldFiles      atomic.Int64
@@ -251,7 +250,6 @@ type Stats struct {
 	DirectBytes      int64 // bytes read around the cache because it could not store them (disk full)
 	Collapses        int64 // readahead windows dropped by a non-sequential read
 	ClaimWaits       int64 // blocks another process sharing Dir was fetching, waited for instead of fetched
-	ClaimSkips       int64 // blocks another process sharing Dir was fetching, skipped by a fetch looking ahead
 	VerifiedBytes    int64 // bytes of whole files checksummed in full before they backed a passthrough open
 	PassthroughOpens int64 // opens whose reads the kernel served from a cache file (Reader.NotePassthrough)
 	PassthroughBytes int64 // the sizes of their files: what the kernel may have read without ferry
@@ -282,7 +280,7 @@ func (c *Cache) Stats() Stats {
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),
-		ClaimWaits: c.st.claimWaits.Load(), ClaimSkips: c.st.claimSkips.Load(), VerifiedBytes: c.st.verifiedBytes.Load(),
+		ClaimWaits: c.st.claimWaits.Load(), VerifiedBytes: c.st.verifiedBytes.Load(),
 		PassthroughOpens: c.st.ptOpens.Load(), PassthroughBytes: c.st.ptBytes.Load(),
 		ColdOpens: c.st.coldOpens.Load(), ColdFiles: c.st.coldFiles.Load(),
 	}

@@ -2,7 +2,6 @@ package block
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"syscall"
 	"time"
@@ -18,9 +17,7 @@ import (
 // taken does not fetch: it waits until the block is present, or until the
 // lock is free without it (the fetch failed, or its process died: the
 // kernel drops the locks of a file description when it is closed), and
-// then fetches it itself; a worker whose fetch only looks ahead (its job
-// has an owner: readahead, a fill) skips the block instead (errElsewhere,
-// fetch.go). Within a process the inflight map deduplicates;
+// then fetches it itself. Within a process the inflight map deduplicates;
 // the locks of one file description never conflict with each other.
 //
 // The wait polls (backing off from 1 to 8 ms) rather than blocking in
@@ -147,30 +144,4 @@ func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 		}
 		wait = min(2*wait, claimWaitMax)
 	}
-}
-
-// errElsewhere completes the flight of a block that a fetch looking ahead
-// (a Reader's readahead, a background fill, staging: a job with an owner)
-// found claimed by another process sharing the cache (see above). It does
-// not wait for that process: its worker goes on to the next block, so
-// processes that read one file at once fetch different parts of it
-// rather than all waiting on the one that got there first. A read that
-// needs the block then waits for it (or fetches it); waiters treat it as
-// errDropped.
-var errElsewhere = fmt.Errorf("%w: another process is fetching the block", errDropped)
-
-// skipElsewhere completes the flight of block j.first, which another
-// process is fetching, with errElsewhere and moves j past it, when j has
-// an owner (it looks ahead: nobody but its owner waits for it). It
-// reports whether it did.
-func (c *Cache) skipElsewhere(j *job) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if j.owner == nil {
-		return false
-	}
-	c.st.claimSkips.Add(1)
-	c.completeLocked(j, j.first, nil, errElsewhere)
-	j.first++
-	return true
 }

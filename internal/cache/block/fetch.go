@@ -160,11 +160,8 @@ func (c *Cache) plan(o *object, from, to int64, p prio, owner *Reader) {
 // [idx, up to end) at priority p when none is running, or promoting a
 // queued one. present is true when the block is already open in the cache;
 // started is true when this call started the fetch (the block was neither
-// cached nor on its way). owner, when not nil, is the Reader that waits:
-// a fetch it started, or one it queued itself, keeps it as its owner
-// (and so does not wait for other processes' claims: errElsewhere);
-// joining anyone else's fetch makes that one ownerless.
-func (c *Cache) ensureFlight(o *object, idx, end int64, p prio, owner *Reader) (fl *flight, present, started bool, err error) {
+// cached nor on its way).
+func (c *Cache) ensureFlight(o *object, idx, end int64, p prio) (fl *flight, present, started bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -176,9 +173,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio, owner *Reader) (
 	if fl := c.inflight[o.bid(idx)]; fl != nil {
 		fl.waiters++
 		j := fl.job
-		if j.owner != owner {
-			j.owner = nil
-		}
+		j.owner = nil
 		if j.el != nil && p < j.prio {
 			c.queue[j.prio].Remove(j.el)
 			j.prio = p
@@ -190,7 +185,7 @@ func (c *Cache) ensureFlight(o *object, idx, end int64, p prio, owner *Reader) (
 	for k < end && k-idx < c.partBlocks && !c.knownLocked(o, k) {
 		k++
 	}
-	fl = c.newJobLocked(o, idx, k, p, owner).flights[0]
+	fl = c.newJobLocked(o, idx, k, p, nil).flights[0]
 	fl.waiters++
 	return fl, false, true, nil
 }
@@ -274,9 +269,6 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 		// claim.go), then look again.
 		cl, busy := c.claim(o, j.first)
 		if busy {
-			if c.skipElsewhere(j) {
-				continue
-			}
 			if !c.awaitOther(o, j.first) {
 				continue
 			}

@@ -77,63 +77,42 @@ func (c *Cache) fillParts() int64 { return max(4, int64(c.nworkers)/4) }
 // warm fetches every missing block of o before block limit at priority
 // p, keeping ahead blocks queued ahead of the one it waits for. It uses a
 // Reader of its own as the owner of its queued fetches, so they are
-// dropped when it returns. Blocks another process sharing the cache is
-// fetching (errElsewhere) are not waited for on the way: warm waits for
-// them after the others, when that process has most likely put them on
-// disk.
+// dropped when it returns.
 func (c *Cache) warm(ctx context.Context, o *object, p prio, ahead, limit int64, progress func(int64)) error {
 	r := &Reader{c: c, o: o}
 	c.st.readers.Add(1)
 	defer r.Close()
 	limit = min(limit, o.nblocks)
 	var done, queued int64
-	var later []int64
-	step := func(idx int64, owner *Reader) error {
+	for idx := range limit {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := c.await(ctx, o, idx, p, owner)
-		if errors.Is(err, errElsewhere) {
-			later = append(later, idx)
-			return nil
+		if queued-idx < ahead/2 && queued < limit {
+			to := min(limit, idx+ahead)
+			c.plan(o, queued, to, p, r)
+			queued = to
 		}
-		if err != nil {
+		if err := c.await(ctx, o, idx, p); err != nil {
 			return err
 		}
 		done += o.blockLen(idx)
 		if progress != nil {
 			progress(done)
 		}
-		return nil
-	}
-	for idx := range limit {
-		if queued-idx < ahead/2 && queued < limit {
-			to := min(limit, idx+ahead)
-			c.plan(o, queued, to, p, r)
-			queued = to
-		}
-		if err := step(idx, r); err != nil {
-			return err
-		}
-	}
-	for _, idx := range later {
-		if err := step(idx, nil); err != nil { // waits for the other process
-			return err
-		}
 	}
 	return nil
 }
 
 // await returns once block idx of o is on disk, fetching it at priority p
-// if nothing else is. With an owner (warm's Reader), a block another
-// process is fetching is not waited for: await returns errElsewhere.
-func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio, owner *Reader) error {
+// if nothing else is.
+func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio) error {
 	attempts := 0
 	for range maxRounds {
 		if c.present(o, idx) {
 			return nil
 		}
-		fl, present, _, err := c.ensureFlight(o, idx, idx+1, p, owner)
+		fl, present, _, err := c.ensureFlight(o, idx, idx+1, p)
 		if err != nil {
 			return err
 		}
@@ -149,8 +128,6 @@ func (c *Cache) await(ctx context.Context, o *object, idx int64, p prio, owner *
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case owner != nil && errors.Is(err, errElsewhere):
-			return err
 		case errors.Is(err, errDropped):
 		case final(err) || attempts+1 >= maxAttempts:
 			return err

@@ -200,7 +200,7 @@ func (r *Reader) block(ctx context.Context, idx, end int64) (h *heldObj, waited 
 		if f != nil {
 			r.c.release(f)
 		}
-		fl, present, started, err := r.c.ensureFlight(r.o, idx, end, prioDemand, nil)
+		fl, present, started, err := r.c.ensureFlight(r.o, idx, end, prioDemand)
 		if err != nil {
 			return nil, waited, err
 		}

@@ -55,7 +55,7 @@ func startAzurite() (*AzureServer, error) {
 	}
 	// Any answer (403 for an unsigned request) means it is listening.
 	ready := func(port int) string { return azuriteEndpoint(port) + "?comp=list" }
-	dir, port, err := startEmulator("azurite-blob", "azurite", args, ready, 30*time.Second)
+	dir, port, err := startEmulator("azurite-blob", "azurite", args, ready, "Azurite", 30*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -81,13 +82,24 @@ func StartProcess(cmd *exec.Cmd, logFile string) error {
 
 // WaitHTTP polls url until it answers with a status below 500 or the
 // timeout passes.
-func WaitHTTP(url string, timeout time.Duration) error {
+func WaitHTTP(url string, timeout time.Duration) error { return waitServer(url, "", timeout) }
+
+// waitServer is WaitHTTP for an answer from a server whose Server header
+// starts with server (any server when it is empty). An answer from
+// another one fails at once: the free port was taken by another process
+// between FreePort and the start (seen in CI: a Go server's "404 page not
+// found" answered Azurite's probe, and every Azure test failed), and the
+// caller starts again on another port.
+func waitServer(url, server string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	c := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
 		resp, err := c.Get(url)
 		if err == nil {
 			resp.Body.Close()
+			if got := resp.Header.Get("Server"); !strings.HasPrefix(got, server) {
+				return fmt.Errorf("testenv: %s is served by %q, not %s: the port is taken", url, got, server)
+			}
 			if resp.StatusCode < 500 {
 				return nil
 			}

@@ -25,9 +25,10 @@ type emulator struct {
 // startEmulator starts the installed tool on a free loopback port with a
 // fresh scratch dir named scratch (see ScratchDir) for its data and its log
 // (server.log): args returns its arguments for a port and that dir, and
-// readyURL a URL that answers (below 500) within timeout once it serves.
-// It returns the dir and the port.
-func startEmulator(tool, scratch string, args func(port int, dir string) []string, readyURL func(port int) string, timeout time.Duration) (string, int, error) {
+// readyURL a URL that answers (below 500) within timeout once it serves,
+// with a Server header that starts with server (any when empty). It
+// returns the dir and the port.
+func startEmulator(tool, scratch string, args func(port int, dir string) []string, readyURL func(port int) string, server string, timeout time.Duration) (string, int, error) {
 	bin, err := LookTool(tool)
 	if err != nil {
 		return "", 0, fmt.Errorf("%v (run scripts/setup.sh or make setup)", err)
@@ -38,7 +39,7 @@ func startEmulator(tool, scratch string, args func(port int, dir string) []strin
 	}
 	port, err := startOnFreePort(func(port int) error {
 		return startAndWait(exec.Command(bin, args(port, dir)...), filepath.Join(dir, "server.log"), func() error {
-			return WaitHTTP(readyURL(port), timeout)
+			return waitServer(readyURL(port), server, timeout)
 		})
 	})
 	return dir, port, err

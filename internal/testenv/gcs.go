@@ -36,7 +36,7 @@ func startFakeGCS() (*GCSServer, error) {
 			"-public-host", host(port), "-external-url", "http://" + host(port), "-log-level", "warn"}
 	}
 	ready := func(port int) string { return "http://" + host(port) + "/storage/v1/b?project=p" }
-	dir, port, err := startEmulator("fake-gcs-server", "gcs", args, ready, 20*time.Second)
+	dir, port, err := startEmulator("fake-gcs-server", "gcs", args, ready, "", 20*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,8 @@ func startAzurite() (*AzureServer, error) {
 		return []string{"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port), "--location", filepath.Join(dir, "data"),
 			"--skipApiVersionCheck", "--loose", "--disableTelemetry", "--silent"}
 	}
-	// Any answer (403 for an unsigned request) means it is listening.
+	// Any answer from Azurite (403 for an unsigned request) means it is
+	// listening; its Server header tells it from whatever took the port.
 	ready := func(port int) string { return azuriteEndpoint(port) + "?comp=list" }
 	dir, port, err := startEmulator("azurite-blob", "azurite", args, ready, "Azurite", 30*time.Second)
 	if err != nil {

@@ -91,12 +91,15 @@ func (f *objFile) parse(c *Cache, idx int64, rec []byte) bool {
 		return false
 	}
 	m := &blockMeta{crcs: crcs}
-	if f.fresh(idx) {
+	fresh := f.fresh(idx)
+	if fresh {
 		m.verified.Store(allChunks(f.o.blockLen(idx), f.o.chunk))
-		c.st.freshBlocks.Add(1)
 	}
 	if f.blocks[idx].CompareAndSwap(nil, m) {
 		f.have.Add(1)
+		if fresh {
+			c.st.freshBlocks.Add(1)
+		}
 	}
 	return true
 }

@@ -32,6 +32,8 @@ type CacheSnapshot struct {
 	ColdEvents       int64 // reads of cold files the kernel asked ferry about
 	ColdWaits        int64 // of those, reads that waited for a fetch
 	ColdDenied       int64 // of those, reads failed with EIO
+	ClaimWaits       int64 // blocks another process sharing the cache dir was fetching, waited for instead of fetched
+	FreshBlocks      int64 // blocks another process fetched while this one watched them absent, taken unchecked
 }
 
 // NewCache registers the block-cache collectors on reg; snap is called
@@ -48,6 +50,7 @@ type CacheSnapshot struct {
 //	ferry_readahead_window_bytes, ferry_readahead_prefetched_bytes_total
 //	ferry_cache_cold_opens_total, ferry_cache_cold_files
 //	ferry_cache_precontent_events_total, ferry_cache_precontent_waits_total, ferry_cache_precontent_denied_total
+//	ferry_cache_claim_waits_total, ferry_cache_fresh_blocks_total
 //
 // It panics, like prometheus.MustRegister, when reg already holds them.
 func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
@@ -106,6 +109,10 @@ func NewCache(reg prometheus.Registerer, snap func() CacheSnapshot) {
 				f(func(s S) int64 { return s.ColdWaits })),
 			counterField("ferry_cache_precontent_denied_total", "Of those, reads failed with EIO (the fetch failed).",
 				f(func(s S) int64 { return s.ColdDenied })),
+			counterField("ferry_cache_claim_waits_total", "Blocks another process sharing the cache dir was fetching, waited for instead of fetched.",
+				f(func(s S) int64 { return s.ClaimWaits })),
+			counterField("ferry_cache_fresh_blocks_total", "Blocks another process fetched while this one watched them absent, taken as verified without re-reading them.",
+				f(func(s S) int64 { return s.FreshBlocks })),
 		},
 	})
 }

@@ -204,6 +204,7 @@ func TestCache(t *testing.T) {
 		PrefetchedBytes: 6, Fetches: 7, FetchesInFlight: 8, QueuedFetches: 9, Evictions: 10,
 		EvictedBytes: 11, Corruptions: 12, Objects: 13, BytesCached: 14, MaxBytes: 15,
 		FreeBytes: 16, ReadaheadWindow: 17, MemoryInUse: 18, OpenReaders: 19,
+		ClaimWaits: 20, FreshBlocks: 21,
 	}
 	mu.Unlock()
 	tests := []struct {
@@ -228,6 +229,8 @@ func TestCache(t *testing.T) {
 		{"ferry_cache_disk_free_bytes", 16},
 		{"ferry_readahead_window_bytes", 17},
 		{"ferry_cache_buffer_bytes", 18},
+		{"ferry_cache_claim_waits_total", 20},
+		{"ferry_cache_fresh_blocks_total", 21},
 		{"ferry_cache_open_readers", 19},
 	}
 	for _, tt := range tests {

@@ -186,6 +186,7 @@ func cacheSnapshot(c *block.Cache) func() metrics.CacheSnapshot {
 			PassthroughBytes: s.PassthroughBytes,
 			ColdOpens:        s.ColdOpens, ColdFiles: s.ColdFiles, ColdEvents: s.ColdEvents,
 			ColdWaits: s.ColdWaits, ColdDenied: s.ColdDenied,
+			ClaimWaits: s.ClaimWaits, FreshBlocks: s.FreshBlocks,
 		}
 	}
 }

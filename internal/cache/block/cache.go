@@ -216,7 +216,7 @@ type counters struct {
 	fetched, prefetched       atomic.Int64
 	fetches, getsInFlight     atomic.Int64
 	evictions, evictedBytes   atomic.Int64
-	corruptions               atomic.Int64
+	corruptions, freshBlocks  atomic.Int64
 	free, windowSum, memInUse atomic.Int64
 	readers, collapses        atomic.Int64
 	direct, claimWaits        atomic.Int64
@@ -240,6 +240,7 @@ type Stats struct {
 	Evictions        int64 // blocks evicted
 	EvictedBytes     int64
 	Corruptions      int64 // bad blocks found and dropped
+	FreshBlocks      int64 // blocks another process fetched while this one watched them absent: taken unchecked (fresh.go)
 	Objects          int64 // object files known on disk
 	BytesCached      int64 // their allocated size, and that of evicted ones still open
 	MaxBytes         int64 // the byte limit in effect
@@ -275,8 +276,8 @@ func (c *Cache) Stats() Stats {
 		BytesFetched: c.st.fetched.Load(), PrefetchedBytes: c.st.prefetched.Load(),
 		Fetches: c.st.fetches.Load(), FetchesInFlight: c.st.getsInFlight.Load(), QueuedFetches: queued,
 		Evictions: c.st.evictions.Load(), EvictedBytes: c.st.evictedBytes.Load(),
-		Corruptions: c.st.corruptions.Load(),
-		Objects:     objs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
+		Corruptions: c.st.corruptions.Load(), FreshBlocks: c.st.freshBlocks.Load(),
+		Objects: objs, BytesCached: bytes, MaxBytes: c.cfg.MaxBytes,
 		FreeBytes: c.st.free.Load(), ReadaheadWindow: c.st.windowSum.Load(),
 		MemoryInUse: c.st.memInUse.Load(), OpenReaders: c.st.readers.Load(),
 		DirectBytes: c.st.direct.Load(), Collapses: c.st.collapses.Load(),

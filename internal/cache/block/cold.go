@@ -129,6 +129,9 @@ func (c *Cache) coldFor(f *objFile) (*coldFile, error) {
 			return nil, cacheIOErr(err)
 		}
 	}
+	// Note which blocks are absent now: those other processes fetch from
+	// here on are taken as verified (fresh.go).
+	f.loadAll(c)
 	cf := &coldFile{c: c, f: f, refs: 1, readers: map[int32]*coldReader{}}
 	w, err := l.Watch(f.data, cf)
 	if err != nil {

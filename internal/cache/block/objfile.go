@@ -34,10 +34,14 @@ type objFile struct {
 	idx  *os.File // header, seal and block records
 	// blocks[i] is the meta of block i when it is known present.
 	blocks []atomic.Pointer[blockMeta]
-	have   atomic.Int64 // blocks with a meta
-	hdrOK  atomic.Bool  // the index header is known written
-	ent    *entry       // index entry, for last-access times; set before publication
-	seal   sealState    // what this process knows of the data file being whole (seal.go)
+	// seenAbsent has bit i set once this process found block i's record
+	// absent (see fresh.go): a record that appears after that was written
+	// in this boot by a fetch that checksummed the bytes on their way in.
+	seenAbsent []atomic.Uint64
+	have       atomic.Int64 // blocks with a meta
+	hdrOK      atomic.Bool  // the index header is known written
+	ent        *entry       // index entry, for last-access times; set before publication
+	seal       sealState    // what this process knows of the data file being whole (seal.go)
 
 	// Guarded by Cache.mu:
 	refs   int           // holders: Readers and fetches writing into it
@@ -67,6 +71,7 @@ func (f *objFile) load(c *Cache, idx int64) bool {
 	o := f.o
 	rec := make([]byte, o.recLen)
 	if _, err := f.idx.ReadAt(rec, o.recOff(idx)); err != nil {
+		f.markAbsent(idx)
 		return false // a short file: not written yet
 	}
 	return f.parse(c, idx, rec)
@@ -80,10 +85,21 @@ func (f *objFile) parse(c *Cache, idx int64, rec []byte) bool {
 		c.log.Warn("block cache: bad block record, refetching", "path", f.o.idxPath(), "block", idx)
 	}
 	if !ok {
+		if !bad {
+			f.markAbsent(idx)
+		}
 		return false
 	}
-	if f.blocks[idx].CompareAndSwap(nil, &blockMeta{crcs: crcs}) {
+	m := &blockMeta{crcs: crcs}
+	fresh := f.fresh(idx)
+	if fresh {
+		m.verified.Store(allChunks(f.o.blockLen(idx), f.o.chunk))
+	}
+	if f.blocks[idx].CompareAndSwap(nil, m) {
 		f.have.Add(1)
+		if fresh {
+			c.st.freshBlocks.Add(1)
+		}
 	}
 	return true
 }
@@ -301,7 +317,7 @@ func (c *Cache) openPair(o *object) (*objFile, error) {
 		idx.Close()
 		return nil, err
 	}
-	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks)}
+	f := newObjFile(o, data, idx)
 	if f.headerOK() {
 		f.hdrOK.Store(true)
 		return f, nil
@@ -377,7 +393,7 @@ func (c *Cache) createPair(o *object) (*objFile, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	f := &objFile{o: o, data: data, idx: idx, blocks: make([]atomic.Pointer[blockMeta], o.nblocks)}
+	f := newObjFile(o, data, idx)
 	f.hdrOK.Store(true)
 	return f, nil
 }

@@ -19,7 +19,18 @@ AZURITE_VER=${AZURITE_VER:-3.35.0}
 items=("$@")
 [ ${#items[@]} -eq 0 ] && items=(apt minio fakegcs azurite toxiproxy)
 
-goinst() { GOBIN="$BIN" GOFLAGS=-buildvcs=false go install "$@"; }
+# retry runs a registry install up to 3 times: one refused or reset download from the
+# Go proxy or the npm registry must not fail CI (a stop's CI died on one at azurite).
+retry() {
+  local n
+  for n in 1 2 3; do
+    "$@" && return 0
+    echo "setup: attempt $n of 3 failed: $*" >&2
+    [ "$n" -lt 3 ] && sleep $((n * 5))
+  done
+  return 1
+}
+goinst() { retry env GOBIN="$BIN" GOFLAGS=-buildvcs=false go install "$@"; }
 have() { [ -x "$BIN/$1" ]; }
 
 for it in "${items[@]}"; do
@@ -33,8 +44,8 @@ for it in "${items[@]}"; do
       command -v aws >/dev/null 2>&1 || need+=(awscli)
       if [ ${#need[@]} -gt 0 ]; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -q >/dev/null
-        apt-get install -y -q -o=Dpkg::Use-Pty=0 "${need[@]}" >/dev/null
+        retry apt-get update -q >/dev/null
+        retry apt-get install -y -q -o=Dpkg::Use-Pty=0 "${need[@]}" >/dev/null
       fi
       [ -e /usr/bin/fusermount ] || ln -s fusermount3 /usr/bin/fusermount 2>/dev/null || true
       ;;
@@ -43,14 +54,14 @@ for it in "${items[@]}"; do
     toxiproxy)
       if ! have toxiproxy-server; then
         tmp=$(mktemp -d)
-        GOBIN="$tmp" GOFLAGS=-buildvcs=false go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VER"
+        retry env GOBIN="$tmp" GOFLAGS=-buildvcs=false go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VER"
         mv "$tmp/server" "$BIN/toxiproxy-server"; rmdir "$tmp"
       fi ;;
     azurite)
       if ! have azurite-blob; then
         mkdir -p "$TOOLS/azurite"
         [ -f "$TOOLS/azurite/package.json" ] || echo '{"private":true}' >"$TOOLS/azurite/package.json"
-        npm install --prefix "$TOOLS/azurite" --no-audit --no-fund --silent "azurite@$AZURITE_VER"
+        retry npm install --prefix "$TOOLS/azurite" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VER"
         ln -sf "$TOOLS/azurite/node_modules/.bin/azurite-blob" "$BIN/azurite-blob"
       fi ;;
     *) echo "setup: unknown item $it" >&2; exit 2 ;;

@@ -52,6 +52,9 @@ type Cache struct {
 	// noClaims: the file system refused an OFD lock; fetches go unclaimed
 	// (see claim.go).
 	noClaims atomic.Bool
+	// waker wakes waits for other processes' fetches (claimwake.go); it
+	// has its own lock.
+	waker claimWaker
 	// stagers are the running input Stagers (stage.go), copied on write
 	// under stagersMu, loaded without a lock by every read.
 	stagers   atomic.Pointer[[]*Stager]
@@ -196,6 +199,7 @@ func (c *Cache) Close() error {
 	c.smallCond.Broadcast()
 	c.mu.Unlock()
 	c.cancel()
+	c.closeWaker()
 	c.wg.Wait()
 	c.sweepCold(true)
 	c.mu.Lock()

@@ -20,8 +20,9 @@ import (
 // then fetches it itself. Within a process the inflight map deduplicates;
 // the locks of one file description never conflict with each other.
 //
-// The wait polls (backing off from 1 to 8 ms) rather than blocking in
-// F_OFD_SETLKW, so that Close never waits on another process's fetch. It
+// The wait sleeps on the index file's inotify events (claimwake.go) and
+// polls, rather than blocking in F_OFD_SETLKW, so that Close never waits
+// on another process's fetch. It
 // gives up after claimWaitLimit: a process that holds a claim without
 // making the block present in that time (frozen: SIGSTOP, a frozen
 // cgroup; or stuck on its network) no longer holds up this one, which
@@ -36,7 +37,7 @@ const (
 
 // claimWaitMax bounds the poll interval of a worker waiting for another
 // process's fetch.
-const claimWaitMax = 8 * time.Millisecond
+var claimWaitMax = 8 * time.Millisecond
 
 // claimWaitLimit bounds the wait for one block another process claimed
 // (a block of 1 MiB in a GET of 8 takes well under a second on a working
@@ -111,15 +112,23 @@ func (c *Cache) unclaim(cl *claim) {
 // awaitOther waits while another process fetches block idx of o: until
 // the block is present, its claim is free, or the cache closes; or, after
 // claimWaitLimit, it gives up (timedOut) and the caller fetches the block
-// unclaimed.
+// unclaimed. It sleeps on o's index file (claimwake.go), polling as well.
 func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 	c.st.claimWaits.Add(1)
-	wait := time.Millisecond
+	ww := c.wakeOn(o)
+	defer c.unwake(ww)
+	wait, most := time.Millisecond, claimWaitMax
+	if ww != nil {
+		wait, most = claimWaitMax, 8*claimWaitMax // woken by the writes: the poll only finds failed fetches
+	}
 	deadline := time.Now().Add(claimWaitLimit)
 	if c.stuckOn(o) {
 		deadline = time.Now() // gave up on this object's claims just now
 	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	for {
+		changed := ww.changed(&c.waker) // before looking: a record written after the look wakes this wait
 		if c.present(o, idx) || c.ctx.Err() != nil {
 			return false
 		}
@@ -137,11 +146,13 @@ func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 			c.mu.Unlock()
 			return true
 		}
+		t.Reset(min(wait, time.Until(deadline)))
 		select {
 		case <-c.ctx.Done():
 			return false
-		case <-time.After(wait):
+		case <-changed:
+		case <-t.C:
+			wait = min(2*wait, most)
 		}
-		wait = min(2*wait, claimWaitMax)
 	}
 }

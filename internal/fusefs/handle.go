@@ -111,5 +111,10 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.obs("release", time.Now(), &errno)
 	h.n.detach(h)
+	if h.mode == modePassthrough && h.write && h.n.pt != nil {
+		// Its staging file may still be written through a mapping
+		// (mapwait.go).
+		return vfs.Errno(h.n.pt.mapw.release(h))
+	}
 	return vfs.Errno(h.h.Release())
 }

@@ -44,6 +44,11 @@ type Options struct {
 	// caller of open or create) may write a new file's staging file
 	// itself (passthrough for writers, see passthrough.go). nil: none.
 	WriteThrough func(pid uint32) bool
+	// MapWriters, when not nil, returns the processes that may hold a
+	// writable shared mapping of a file of the mount, and true; or false
+	// when it does not know (every process is then looked at). See
+	// mapwait.go.
+	MapWriters func() ([]int, bool)
 }
 
 // maxRead is the largest READ request: the most go-fuse can splice
@@ -86,6 +91,7 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("passthrough %q: want auto, on or off", opts.Passthrough)
 	}
 	pt := &passthrough{m: opts.Metrics, pending: map[<-chan struct{}]int32{}, guarded: opts.Guarded, writeThrough: opts.WriteThrough}
+	pt.mapw.writers = opts.MapWriters
 	sess := newSession()
 	root := &node{v: v, m: opts.Metrics, pt: pt, s: sess}
 	mo := fuse.MountOptions{
@@ -164,6 +170,7 @@ func Mount(dir string, v *vfs.FS, opts Options) (*Server, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(dir, &st); err == nil {
 		s.devID = devID(uint64(st.Dev))
+		pt.mapw.setDev(uint64(st.Dev))
 	}
 	go s.watch()
 	return s, nil

@@ -113,6 +113,7 @@ type passthrough struct {
 
 	guarded      func(pid uint32) bool // Options.Guarded
 	writeThrough func(pid uint32) bool // Options.WriteThrough
+	mapw         mapWait               // releases of writers held while mappings live (mapwait.go)
 }
 
 // execFlag is __FMODE_EXEC, set in the flags of the open the kernel makes

@@ -105,6 +105,18 @@ func (s *Server) watch() {
 			s.orphans = append(s.orphans, Orphan{Path: p, Err: err})
 		}
 	}
+	// Writers closed while a mapping of the mount lived (mapwait.go): a
+	// mapping that outlives the mount fails its later writes, not lose them.
+	held, mapped := s.pt.mapw.end()
+	for _, h := range held {
+		p, _ := h.n.path()
+		if mapped {
+			h.h.FreezeExternal()
+		}
+		if err := h.h.Release(); err != nil || mapped {
+			s.orphans = append(s.orphans, Orphan{Path: p, Err: err})
+		}
+	}
 	close(s.sess.closed)
 }
 

@@ -226,7 +226,8 @@ func TestWritePassthrough(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			syscall.Close(fd) // the mapping keeps the file open
+			syscall.Close(fd)                  // the mapping keeps the staging file open, not the FUSE file
+			time.Sleep(300 * time.Millisecond) // its release and upload would run now
 			copy(mm[4096:], "through the mapping")
 			if err := unix.Munmap(mm); err != nil {
 				t.Fatal(err)

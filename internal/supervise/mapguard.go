@@ -115,6 +115,11 @@ type mapGuard struct {
 	wg    sync.WaitGroup // the loop and every handler
 	calls atomic.Int64   // mappings asked about (for tests and the log)
 	made  atomic.Int64   // of them, files made whole
+	// sharedMu guards shared: the processes that mapped a file of the
+	// mount shared (fusefs holds the release of a writer while such a
+	// mapping is writable: Options.MapWriters).
+	sharedMu sync.Mutex
+	shared   map[int]struct{}
 }
 
 // newMapGuard prepares the guard of a task of the mount of fs (setMount
@@ -165,6 +170,32 @@ func (g *mapGuard) guarded(pid uint32) bool {
 		p = pp
 	}
 	return false
+}
+
+// noteShared records that pid mapped a file of the mount shared.
+func (g *mapGuard) noteShared(pid uint32) {
+	g.sharedMu.Lock()
+	defer g.sharedMu.Unlock()
+	if g.shared == nil {
+		g.shared = map[int]struct{}{}
+	}
+	g.shared[int(pid)] = struct{}{}
+}
+
+// mapWriters returns the live processes that mapped a file of the mount
+// shared (fusefs.Options.MapWriters); exited ones are forgotten.
+func (g *mapGuard) mapWriters() ([]int, bool) {
+	g.sharedMu.Lock()
+	defer g.sharedMu.Unlock()
+	var pids []int
+	for pid := range g.shared {
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			delete(g.shared, pid)
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids, true
 }
 
 // parentOf returns the parent pid of pid (/proc/<pid>/stat).

@@ -93,6 +93,9 @@ func (g *mapGuard) loop() {
 			g.respond(req.id, 0) // not the mount's (a shared library, ...): at once
 			continue
 		}
+		if req.args[3]&unix.MAP_SHARED != 0 {
+			g.noteShared(req.pid) // writable now or after an mprotect
+		}
 		g.wg.Add(1)
 		go func() { // owner: the mapGuard (stop waits for it)
 			defer g.wg.Done()

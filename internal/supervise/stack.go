@@ -180,6 +180,7 @@ func (s *stack) mount() error {
 		}
 		s.guard = g
 		opts.Guarded = g.guarded
+		opts.MapWriters = g.mapWriters
 	}
 	switch {
 	case s.cfg.WritePassthrough == "on":

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Writable shared mappings of files written through passthrough.
@@ -186,5 +184,7 @@ func (w *mapWait) setDev(dev uint64) {
 
 // mapsDev is how maps shows device dev.
 func mapsDev(dev uint64) string {
-	return fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
+	minor := dev&0xff | (dev>>12)&0xffffff00
+	return fmt.Sprintf("%02x:%02x", major, minor)
 }

@@ -149,12 +149,42 @@ func (f *File) EndExternal() {
 		f.absorbLocked()
 		f.ext.open--
 		if f.ext.open == 0 {
-			f.ext.size = -1
-			f.absorbLocked()
+			f.finalAbsorbLocked()
 			f.m.unwatchExternal(f)
 		}
 	}
 	f.mu.Unlock()
+}
+
+// finalAbsorbLocked takes the file as modified once more after its last
+// external writer (see above), whatever the data file's stamp shows.
+// Its times are the last look's: a utimes or chmod made after the last
+// write (and after a look at the file) is not undone (the release can
+// come well after the close: fusefs holds it while a mapping lives).
+// Caller holds f.mu.
+func (f *File) finalAbsorbLocked() {
+	if f.fd == nil {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.fd.Fd()), &st); err != nil {
+		return
+	}
+	moved := st.Size != f.ext.size || st.Ctim.Nano() != f.ext.ctime
+	f.ext.size, f.ext.ctime = 0, 0 // the last look: none after it
+	f.size = st.Size
+	f.dirty = rangeSet(nil).add(0, st.Size)
+	f.valid = f.dirty.clone()
+	if f.attemptsStarted != f.attemptsEnded {
+		f.written = f.written.add(0, max(st.Size, 1))
+	}
+	ctime := f.attrs.Ctime
+	f.touchLocked()
+	if moved {
+		f.attrs.Mtime = time.Unix(0, st.Mtim.Nano())
+	} else {
+		f.attrs.Ctime = ctime
+	}
 }
 
 // absorbLocked takes what external writers changed in the data file into

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // Waking the workers that wait for another process's fetch.
@@ -47,7 +46,7 @@ type wakeWatch struct {
 	ch    chan struct{} // closed, and replaced, at every event on the file
 }
 
-const wakeMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+const wakeMask = syscall.IN_MODIFY | syscall.IN_CLOSE_WRITE | syscall.IN_DELETE_SELF | syscall.IN_MOVE_SELF
 
 // wakeOn returns a watch on o's index file, or nil when there can be none
 // (the wait then polls). Each non-nil result is dropped with unwake.
@@ -61,9 +60,9 @@ func (c *Cache) wakeOn(o *object) *wakeWatch {
 	if w.file == nil && !c.startWakerLocked() {
 		return nil
 	}
-	wd, err := unix.InotifyAddWatch(w.fd, o.idxPath(), wakeMask)
+	wd, err := syscall.InotifyAddWatch(w.fd, o.idxPath(), wakeMask)
 	if err != nil {
-		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.ENOMEM) {
 			c.log.Debug("block cache: no inotify watch for a claim wait; polling", "err", err)
 		}
 		return nil // the file went away (evicted), or no watch left: poll
@@ -81,7 +80,7 @@ func (c *Cache) wakeOn(o *object) *wakeWatch {
 // c.waker.mu must be held.
 func (c *Cache) startWakerLocked() bool {
 	w := &c.waker
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
 	if err != nil {
 		w.failed = true
 		c.log.Info("block cache: no inotify; waits for other processes' fetches poll", "err", err)
@@ -119,7 +118,7 @@ func (c *Cache) unwake(ww *wakeWatch) {
 	}
 	delete(w.byWD, ww.wd)
 	if w.file != nil && !w.closed {
-		_, _ = unix.InotifyRmWatch(w.fd, uint32(ww.wd))
+		_, _ = syscall.InotifyRmWatch(w.fd, uint32(ww.wd))
 	}
 }
 
@@ -127,7 +126,7 @@ func (c *Cache) unwake(ww *wakeWatch) {
 // watched file they name.
 func (c *Cache) wakeLoop(f *os.File) {
 	defer c.wg.Done()
-	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	buf := make([]byte, 64*(syscall.SizeofInotifyEvent+255+1))
 	for {
 		n, err := f.Read(buf)
 		if err != nil {
@@ -135,18 +134,18 @@ func (c *Cache) wakeLoop(f *os.File) {
 		}
 		w := &c.waker
 		w.mu.Lock()
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
 			wd := int32(binary.NativeEndian.Uint32(buf[off:]))
 			mask := binary.NativeEndian.Uint32(buf[off+4:])
 			nameLen := int(binary.NativeEndian.Uint32(buf[off+12:]))
-			off += unix.SizeofInotifyEvent + nameLen
+			off += syscall.SizeofInotifyEvent + nameLen
 			ww := w.byWD[wd]
 			if ww == nil {
 				continue
 			}
 			close(ww.ch)
 			ww.ch = make(chan struct{})
-			if mask&unix.IN_IGNORED != 0 {
+			if mask&syscall.IN_IGNORED != 0 {
 				delete(w.byWD, wd) // the kernel dropped the watch (file deleted)
 			}
 		}

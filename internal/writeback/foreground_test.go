@@ -202,7 +202,13 @@ func TestSparesWhileBusy(t *testing.T) {
 	}
 	m.spareMu.Unlock()
 	m.refill()
-	waitFor(t, "the spares made again", func() bool { return spares() == sparesBusy(64) })
+	// Wait for the refill to end too: the count reaches its mark just
+	// before the refill clears its flag (CI caught the flag still set).
+	waitFor(t, "the spares made again", func() bool {
+		m.spareMu.Lock()
+		defer m.spareMu.Unlock()
+		return m.spareCountLocked() == sparesBusy(64) && !m.refilling
+	})
 	m.spareMu.Lock()
 	refilling := m.refilling
 	m.spareMu.Unlock()

@@ -184,7 +184,6 @@ func (w *mapWait) setDev(dev uint64) {
 
 // mapsDev is how maps shows device dev.
 func mapsDev(dev uint64) string {
-	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
-	minor := dev&0xff | (dev>>12)&0xffffff00
+	major, minor := devNums(dev)
 	return fmt.Sprintf("%02x:%02x", major, minor)
 }

@@ -234,7 +234,11 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // devID is Linux's dev_t as "major:minor" (glibc's major() and minor()).
 func devID(dev uint64) string {
-	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
-	minor := dev&0xff | (dev>>12)&0xffffff00
+	major, minor := devNums(dev)
 	return fmt.Sprintf("%d:%d", major, minor)
+}
+
+// devNums splits a device number into its major and minor numbers.
+func devNums(dev uint64) (major, minor uint64) {
+	return (dev>>8)&0xfff | (dev>>32)&0xfffff000, dev&0xff | (dev>>12)&0xffffff00
 }

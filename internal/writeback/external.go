@@ -172,19 +172,7 @@ func (f *File) finalAbsorbLocked() {
 	}
 	moved := st.Size != f.ext.size || st.Ctim.Nano() != f.ext.ctime
 	f.ext.size, f.ext.ctime = 0, 0 // the last look: none after it
-	f.size = st.Size
-	f.dirty = rangeSet(nil).add(0, st.Size)
-	f.valid = f.dirty.clone()
-	if f.attemptsStarted != f.attemptsEnded {
-		f.written = f.written.add(0, max(st.Size, 1))
-	}
-	ctime := f.attrs.Ctime
-	f.touchLocked()
-	if moved {
-		f.attrs.Mtime = time.Unix(0, st.Mtim.Nano())
-	} else {
-		f.attrs.Ctime = ctime
-	}
+	f.takeWholeLocked(&st, moved)
 }
 
 // absorbLocked takes what external writers changed in the data file into
@@ -206,14 +194,26 @@ func (f *File) absorbLocked() {
 		f.ext.size = 0 // the last look: none after it
 		f.ext.ctime = 0
 	}
+	f.takeWholeLocked(&st, true)
+}
+
+// takeWholeLocked takes the data file (stat st) as f's whole, modified
+// content: a new generation, all of it dirty. With times, f's mtime is the
+// data file's; without, f keeps its times. Caller holds f.mu.
+func (f *File) takeWholeLocked(st *syscall.Stat_t, times bool) {
 	f.size = st.Size
 	f.dirty = rangeSet(nil).add(0, st.Size)
 	f.valid = f.dirty.clone()
 	if f.attemptsStarted != f.attemptsEnded {
 		f.written = f.written.add(0, max(st.Size, 1))
 	}
+	ctime := f.attrs.Ctime
 	f.touchLocked()
-	f.attrs.Mtime = time.Unix(0, st.Mtim.Nano())
+	if times {
+		f.attrs.Mtime = time.Unix(0, st.Mtim.Nano())
+	} else {
+		f.attrs.Ctime = ctime
+	}
 }
 
 // extPollEvery is how often pollExternal looks at the files that the

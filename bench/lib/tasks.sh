@@ -118,8 +118,9 @@ times_note() {
   cat "$TT_DIR"/* 2>/dev/null | awk -v t0="$1" '
     function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j > 0 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-    { n++; r[n] = $2 - $1; c[n] = $3 - $2; w[n] = $4 - $3; if ($2 - t0 > last) last = $2 - t0 }
-    END { if (n) printf "all read after %.1f s; per task (median) read %.1f / compute %.1f / write %.1f s", last, med(r, n), med(c, n), med(w, n) }'
+    { n++; r[n] = $2 - $1; c[n] = $3 - $2; w[n] = $4 - $3; if ($2 - t0 > last) last = $2 - t0
+      if ($1 - t0 > start) start = $1 - t0; if ($4 - t0 > wend) wend = $4 - t0 }
+    END { if (n) printf "all started after %.1f s; all read after %.1f s; all written after %.1f s; per task (median) read %.1f / compute %.1f / write %.1f s", start, last, wend, med(r, n), med(c, n), med(w, n) }'
 }
 
 # ferry_tasks SHARED(1|0) PREFIX [ARGS...]: one `ferry run` per task (each its

@@ -127,15 +127,19 @@ func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	probe, probed := true, uint64(0) // try the claim: first, after a close, when the timer fires
 	for {
-		changed := ww.changed(&c.waker) // before looking: a record written after the look wakes this wait
+		changed, closes := ww.changed(&c.waker) // before looking: a record written after the look wakes this wait
 		if c.present(o, idx) || c.ctx.Err() != nil {
 			return false
 		}
-		cl, busy := c.claim(o, idx)
-		c.unclaim(&cl)
-		if !busy {
-			return false
+		if probe || closes != probed {
+			probe, probed = false, closes
+			cl, busy := c.claim(o, idx)
+			c.unclaim(&cl)
+			if !busy {
+				return false
+			}
 		}
 		if !time.Now().Before(deadline) {
 			if !c.stuckOn(o) {
@@ -153,6 +157,7 @@ func (c *Cache) awaitOther(o *object, idx int64) (timedOut bool) {
 		case <-changed:
 		case <-t.C:
 			wait = min(2*wait, most)
+			probe = true
 		}
 	}
 }

@@ -41,9 +41,10 @@ type claimWaker struct {
 
 // wakeWatch is one watched index file.
 type wakeWatch struct {
-	wd    int32
-	users int           // waits using it; the watch is removed at 0
-	ch    chan struct{} // closed, and replaced, at every event on the file
+	wd     int32
+	users  int           // waits using it; the watch is removed at 0
+	ch     chan struct{} // closed, and replaced, at every event on the file
+	closes uint64        // events that may end a claim without a record: a close, the file gone
 }
 
 const wakeMask = syscall.IN_MODIFY | syscall.IN_CLOSE_WRITE | syscall.IN_DELETE_SELF | syscall.IN_MOVE_SELF
@@ -94,15 +95,20 @@ func (c *Cache) startWakerLocked() bool {
 	return true
 }
 
-// changed is closed at the next event on the watched file (nil for a nil
-// watch: a receive from it blocks, and the wait's timer ends it).
-func (ww *wakeWatch) changed(w *claimWaker) <-chan struct{} {
+// changed returns a channel closed at the next event on the watched file
+// (nil for a nil watch: a receive from it blocks, and the wait's timer
+// ends it) and the count of closes so far: a wait woken by a record
+// written (IN_MODIFY) looks for its block only, and tries the claim again
+// (two lock calls) only when a close or its timer says the holder may be
+// gone. With a ferry per task every record of a shared reference wakes
+// every wait on it, in every ferry.
+func (ww *wakeWatch) changed(w *claimWaker) (<-chan struct{}, uint64) {
 	if ww == nil {
-		return nil
+		return nil, 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return ww.ch
+	return ww.ch, ww.closes
 }
 
 // unwake drops a wait's use of ww, removing the watch after its last use.
@@ -145,6 +151,9 @@ func (c *Cache) wakeLoop(f *os.File) {
 			}
 			close(ww.ch)
 			ww.ch = make(chan struct{})
+			if mask&^syscall.IN_MODIFY != 0 {
+				ww.closes++
+			}
 			if mask&syscall.IN_IGNORED != 0 {
 				delete(w.byWD, wd) // the kernel dropped the watch (file deleted)
 			}

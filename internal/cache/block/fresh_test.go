@@ -4,7 +4,8 @@ import "testing"
 
 // TestFreshBlocks: blocks another process fetches after this one found
 // them absent are taken as verified (no check), unless their range has a
-// hole; blocks present before this process looked are checked.
+// hole where noHoleAt looks; blocks present before this process looked
+// are checked.
 func TestFreshBlocks(t *testing.T) {
 	const bs = 256 << 10
 	const nblocks = 4
@@ -20,6 +21,12 @@ func TestFreshBlocks(t *testing.T) {
 			wantGetsOf: func(n int64) bool { return n == 0 }},
 		{name: "watched absent, a hole punched since", lookFirst: true, wantFresh: nblocks - 1, wantBad: true,
 			damage:     func(t *testing.T, o *object) { punch(t, o.dataPath(), 2*bs, bs) },
+			wantGetsOf: func(n int64) bool { return n == bs }},
+		{name: "watched absent, a block's first page punched since", lookFirst: true, wantFresh: nblocks - 1, wantBad: true,
+			damage:     func(t *testing.T, o *object) { punch(t, o.dataPath(), bs, pageSize) },
+			wantGetsOf: func(n int64) bool { return n == bs }},
+		{name: "watched absent, a block's last page punched since", lookFirst: true, wantFresh: nblocks - 1, wantBad: true,
+			damage:     func(t *testing.T, o *object) { punch(t, o.dataPath(), 3*bs-pageSize, pageSize) },
 			wantGetsOf: func(n int64) bool { return n == bs }},
 		{name: "present before this process looked", wantFresh: 0,
 			wantGetsOf: func(n int64) bool { return n == 0 }},

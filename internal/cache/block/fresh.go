@@ -23,9 +23,9 @@ import (
 // page cache holds what the CRCs describe, unless something has written
 // to the file since, below ferry's claims, within seconds. Such a block
 // is taken as verified ("fresh"), except where the file has a hole in
-// its range where noHoleAt looks (a punched or never written block under
-// a record is always checked, so its zeros are never served). What remains unchecked is
-// damage in the seconds between another process's fetch and this one's
+// its range where noHoleAt looks (a punched or never written block
+// under a record is always checked, so its zeros are never served). What
+// remains unchecked is damage in the seconds between another process's fetch and this one's
 // read that no change of the file's stamp reveals either: the class a
 // seal already leaves unchecked (README.md, Integrity).
 
@@ -45,7 +45,7 @@ func (f *objFile) markAbsent(idx int64) {
 
 // fresh reports whether block idx, whose record was just found valid, may
 // be taken as verified: this process found its record absent before, and
-// its range of the data file has no hole where dataAt looks.
+// its range of the data file has no hole where noHoleAt looks.
 func (f *objFile) fresh(idx int64) bool {
 	if idx < 0 || idx >= f.o.nblocks || f.seenAbsent[idx/64].Load()&(1<<(idx%64)) == 0 {
 		return false

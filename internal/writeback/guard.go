@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
 // errStagedChanged ends an upload whose staged bytes changed while it read
@@ -27,6 +30,15 @@ type guardedReader struct {
 // guard wraps the staging file rd for an attempt of a snapshot of size.
 func (f *File) guard(rd io.ReaderAt, size int64) io.ReaderAt {
 	return &guardedReader{f: f, rd: rd, size: size}
+}
+
+// FileRange lets a driver send the staged bytes from the file after one
+// read through ReadAt, which checked them (objstore.FileRange: the
+// request then carries their checksum, so a change after that read
+// fails it).
+func (g *guardedReader) FileRange() (*os.File, int64) {
+	f, off, _ := objstore.SourceFile(g.rd)
+	return f, off
 }
 
 func (g *guardedReader) ReadAt(p []byte, off int64) (int, error) {

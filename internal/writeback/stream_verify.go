@@ -3,7 +3,10 @@ package writeback
 import (
 	"hash/crc32"
 	"io"
+	"os"
 	"sync"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
 // Streaming a file the kernel writes (external writes). Ferry does not
@@ -48,6 +51,15 @@ func (s *summingReader) ReadAt(p []byte, off int64) (int, error) {
 		s.next += int64(n)
 	}
 	return n, err
+}
+
+// FileRange lets a driver send the part from the staging file after one
+// read through ReadAt (objstore.FileRange): the sum is then that read's,
+// and the request carries the same checksum, so the server stores
+// exactly the summed bytes or nothing.
+func (s *summingReader) FileRange() (*os.File, int64) {
+	f, off, _ := objstore.SourceFile(s.r)
+	return f, off
 }
 
 // result returns the sum of the last pass, and whether that pass read

@@ -116,7 +116,7 @@ func (u *upload) UploadPart(ctx context.Context, n int, src io.ReaderAt, size in
 	if err := u.checkPart("UploadPart", n, size); err != nil {
 		return err
 	}
-	out, err := u.s.client.UploadPart(ctx, &s3.UploadPartInput{
+	in := &s3.UploadPartInput{
 		Bucket:            &u.s.bucket,
 		Key:               &u.key,
 		UploadId:          &u.id,
@@ -124,7 +124,14 @@ func (u *upload) UploadPart(ctx context.Context, n int, src io.ReaderAt, size in
 		Body:              io.NewSectionReader(src, 0, size),
 		ContentLength:     aws.Int64(size),
 		ChecksumAlgorithm: u.checksum,
-	}, func(o *s3.Options) {
+	}
+	if u.checksum == types.ChecksumAlgorithmCrc32c {
+		var err error
+		if ctx, in.Body, in.ChecksumCRC32C, err = u.s.checksummedBody(ctx, src, size); err != nil {
+			return u.s.wrap("UploadPart", u.key, err)
+		}
+	}
+	out, err := u.s.client.UploadPart(ctx, in, func(o *s3.Options) {
 		if u.checksum != "" {
 			u.s.unsignedPayload(o)
 		}

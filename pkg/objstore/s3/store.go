@@ -179,6 +179,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		if cfg.HTTPClient != nil {
 			o.HTTPClient = cfg.HTTPClient
 		}
+		o.HTTPClient = fileBodyClient{o.HTTPClient}
 	})
 	if cfg.HTTPClient != nil {
 		s.idle = cfg.HTTPClient.CloseIdleConnections
@@ -311,12 +312,17 @@ func (s *Store) Put(ctx context.Context, key string, src io.ReaderAt, size int64
 	if size < 0 || size > maxSinglePut {
 		return objstore.ObjectInfo{}, s.invalid("Put", key, fmt.Errorf("size %d is outside 0..%d (use a multipart upload)", size, int64(maxSinglePut)))
 	}
+	ctx, body, sum, err := s.checksummedBody(ctx, src, size)
+	if err != nil {
+		return objstore.ObjectInfo{}, s.wrap("Put", key, err)
+	}
 	in := &s3.PutObjectInput{
 		Bucket:               &s.bucket,
 		Key:                  &key,
-		Body:                 io.NewSectionReader(src, 0, size),
+		Body:                 body,
 		ContentLength:        aws.Int64(size),
 		ChecksumAlgorithm:    types.ChecksumAlgorithmCrc32c,
+		ChecksumCRC32C:       sum,
 		Metadata:             lowerKeys(opts.Metadata),
 		Tagging:              encodeTags(opts.Tags),
 		ServerSideEncryption: s.sse,

@@ -10,7 +10,8 @@
 # and matplotlib. Env: BENCH_CONTENDERS="ferry s3fs ..." to restrict the FUSE contenders,
 # BENCH_BASELINES="getfloor copy local" (or ""), BENCH_WORKLOADS="read write small meta tasks stage" (a subset
 # to try the harness), BENCH_KEEP=1 to keep the scratch dir, BENCH_OUT=name for the result files
-# (default <date>-<mode>). Each contender and baseline gets a fresh toxiproxy process; its run is
+# (default <date>-<mode>), BENCH_TASK_RUNS=N runs of the task workload (full: 3) for BENCH_TASK_REPEAT
+# (default "ferry s3fs copy"; their task rows are medians). Each contender and baseline gets a fresh toxiproxy process; its run is
 # marked INVALID in the report when the machine swapped or a server exited during it.
 set -euo pipefail
 BENCH_MODE=${1:-quick}
@@ -33,14 +34,15 @@ if [ "$BENCH_MODE" = quick ]; then
   SEQ_RUNS=1 JOBS="1" FIO_RT=6 PATTERNS="seq:1m rand:4k" WRITE_MB=256
   SMALL_N=1000 SMALL_CAP=60 LIST_CAP=60 TREE_N=10000 TREE_PER_DIR=1000 LSR_CAP=60 STAT_CAP=15
   SCAN_N=2000 SCAN_PER_DIR=1000 SCAN_CAP=120 ZARR_ROWS=20 ZARR_COLS=10 ZARR_SIZE=262144
-  TASKS=2 TASK_COUNTS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300
+  TASKS=2 TASK_COUNTS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300 TASK_RUNS=${BENCH_TASK_RUNS:-1}
 else
   SEQ_RUNS=3 JOBS="1 8 32" FIO_RT=10 PATTERNS="seq:1m seq:4k rand:4k rand:1m" WRITE_MB=1024
   SMALL_N=10000 SMALL_CAP=240 LIST_CAP=120 TREE_N=100000 TREE_PER_DIR=1000 LSR_CAP=300 STAT_CAP=60
   SCAN_N=10000 SCAN_PER_DIR=1000 SCAN_CAP=300 ZARR_ROWS=40 ZARR_COLS=25 ZARR_SIZE=262144
-  TASKS=4 TASK_COUNTS="4 8" TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900
+  TASKS=4 TASK_COUNTS="4 8" TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900 TASK_RUNS=${BENCH_TASK_RUNS:-3}
 fi
-SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); scan of ${SCAN_N} x 1 KiB objects (${SCAN_PER_DIR} per directory) and a Zarr-shaped read of $((ZARR_ROWS * ZARR_COLS)) chunks of $((ZARR_SIZE >> 10)) KiB (each capped at ${SCAN_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each"
+TASK_REPEAT=${BENCH_TASK_REPEAT:-ferry s3fs copy}
+SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); scan of ${SCAN_N} x 1 KiB objects (${SCAN_PER_DIR} per directory) and a Zarr-shaped read of $((ZARR_ROWS * ZARR_COLS)) chunks of $((ZARR_SIZE >> 10)) KiB (each capped at ${SCAN_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each; the task rows of ${TASK_REPEAT// /, } are the median of ${TASK_RUNS} runs (one run each for the others; client CPU and RSS totals count the first)"
 
 DATE=$(date +%F)
 RES=$ROOT/bench/results
@@ -107,7 +109,7 @@ bench_baseline() {
       "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"; bench_getfloor ;;
   esac
   if want tasks && [ "$b" != getfloor ]; then
-    for n in $TASK_COUNTS; do tasks_round "$n"; "tasks_$b"; done
+    for n in $TASK_COUNTS; do tasks_round "$n"; task_runs "$b" "tasks_$b"; done
     tasks_round "${TASK_COUNTS%% *}"
   fi
   [ "$b" = copy ] && { record copy rss_peak "$TOT_PEAK" MiB "aws CLI; peak over all workloads"; record copy cpu_total "$TOT_CPU" s "aws CLI; user+sys over all workloads"; }
@@ -135,8 +137,7 @@ for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   if want tasks; then
     for n in $TASK_COUNTS; do
       tasks_round "$n"
-      if [[ $c == ferry* ]]; then tasks_ferry "$c"; else tasks_fuse "$c" || log "$c: tasks aborted (mount failed)"; fi
-      c_umount "$c"
+      task_runs "$c" tasks_contender "$c"
     done
     tasks_round "${TASK_COUNTS%% *}"
   fi

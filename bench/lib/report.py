@@ -90,14 +90,39 @@ def ratio(f, p, hib):
     return ("< " if flb else "> " if plb else "") + txt
 
 
+# Metrics of the task workload, which run.sh may record once per run
+# (TASK_RUNS): the report takes their median.
+REPEATED = ("task_", "rss_task", "cpu_task")
+
+
+def median_row(rows):
+    """The row of the median value of rows (all numeric; with an even count
+    the upper one), its note saying every run's value; rows with any value
+    that is not a number (timeout, unsupported) leave the last row as it is."""
+    try:
+        vals = [float(r["value"]) for r in rows]
+    except ValueError:
+        return rows[-1]
+    order = sorted(range(len(rows)), key=lambda i: vals[i])
+    r = dict(rows[order[len(rows) // 2]])
+    runs = " ".join(r2["value"] for r2 in rows)
+    r["note"] = "median of %d runs (%s)%s" % (len(rows), runs, "; this run: " + r["note"] if r["note"] else "")
+    return r
+
+
 def load(path):
     rows = list(csv.DictReader(open(path)))
-    data, order = {}, []
+    data, order, many = {}, [], {}
     for r in rows:
         c = r["contender"]
         if c not in order:
             order.append(c)
         data.setdefault(c, {})[r["metric"]] = r
+        if r["metric"].startswith(REPEATED):
+            many.setdefault((c, r["metric"]), []).append(r)
+    for (c, m), rs in many.items():
+        if len(rs) > 1:
+            data[c][m] = median_row(rs)
     return data, order
 
 

@@ -19,6 +19,38 @@ task_args() { # SEED REF OUT
 # (TSFX, set by tasks_round).
 TSFX=${TSFX:-}
 
+# TASK_RUNS runs of the task workload for the contenders and baselines of
+# TASK_REPEAT (the subjects of the task targets' ratios), one for the others;
+# the report takes the median of each task metric recorded more than once.
+TASK_RUNS=${TASK_RUNS:-1}
+TASK_REPEAT=${TASK_REPEAT:-${BENCH_TASK_REPEAT:-ferry s3fs copy}}
+# task_runs NAME CMD...: CMD once per run of NAME; the runs after the first
+# leave the contender's CPU and RSS totals (TOT_CPU, TOT_PEAK) as the first
+# left them, so that every contender's totals count one run.
+task_runs() {
+  local name=$1 r n=1 cpu peak
+  shift
+  [[ " $TASK_REPEAT " == *" $name "* ]] && n=$TASK_RUNS
+  for ((r = 1; r <= n; r++)); do
+    cpu=$TOT_CPU peak=$TOT_PEAK
+    [ "$n" = 1 ] || log "  $name: task run $r of $n ($TASKS tasks)"
+    "$@"
+    [ "$r" = 1 ] || TOT_CPU=$cpu TOT_PEAK=$peak
+  done
+}
+# tasks_contender C: one run of the tasks on a FUSE contender (a ferry run
+# per task and one mount for ferry, one mount for the others).
+tasks_contender() {
+  if [[ $1 == ferry* ]]; then tasks_ferry "$1"; else tasks_fuse "$1" || log "$1: tasks aborted (mount failed)"; fi
+  c_umount "$1"
+}
+# tasks_clear PREFIX: delete the outputs of an earlier run under PREFIX, so
+# that the wait for this run's outputs does not count them.
+tasks_clear() {
+  local n
+  n=$(python3 "$LIB/s3.py" delete-prefix "$BUCKET" "$1" 2>&1) || log "delete $1: $n"
+}
+
 # tasks_quiet: every run of the tasks starts on a quiet MinIO (env_quiesce,
 # at most TASK_QUIESCE_MAX s, default 60): after the 2 GiB of outputs of
 # the run before, MinIO's background work would otherwise land in the
@@ -129,6 +161,7 @@ times_note() {
 ferry_tasks() {
   local i pids=() fpids=() M cache=$W/cache/ferry-task p shared=$1 prefix=$2
   shift 2
+  tasks_clear "$prefix"
   tasks_quiet
   rm -rf "$cache"; drop_caches
   pc_start
@@ -187,6 +220,7 @@ tasks_fuse() {
   local c=$1 prefix=${2:-tout/$1$TSFX/} sfx=${3:-} i pids=() t0 failed=0
   phase_reset
   c_umount "$c"; rm -rf "${W:?}/cache/$c"
+  tasks_clear "$prefix"
   tasks_quiet
   drop_caches
   pc_start
@@ -209,6 +243,7 @@ tasks_fuse() {
 
 tasks_copy() {
   local i pids=() t0 failed=0 d
+  tasks_clear "tout/copy$TSFX/"
   tasks_quiet
   drop_caches
   pc_start

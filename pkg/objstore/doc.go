@@ -11,6 +11,12 @@
 // the cloud said in [*Error], which carries the provider, operation, bucket,
 // key, HTTP status and request id for logging (never a credential).
 //
+// An upload source (the src of Put and UploadPart) may be a range of a
+// local file ([FileRange], [SourceFile]): a driver may then send its bytes
+// from the file (sendfile(2)) after one read through its ReadAt, provided
+// the request carries a checksum of what that read returned, which the
+// server verifies; the s3 driver does so over plain HTTP.
+//
 // Retries with exponential backoff and jitter live in one decorator,
 // [WithRetry]; drivers do not retry on their own beyond what their SDK does
 // for a single attempt.

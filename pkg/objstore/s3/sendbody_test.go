@@ -35,13 +35,10 @@ func (c *countingRange) ReadAt(p []byte, off int64) (int, error) {
 
 func (c *countingRange) FileRange() (*os.File, int64) { return c.f, c.off }
 
-// TestFileBodySent: a source that is a range of a local file is read
-// once (for its checksum) and its bytes are sent from the file, at the
-// range's offset; a plain source and a small one land as well.
-func TestFileBodySent(t *testing.T) {
-	s, _ := minioStore(t, nil)
-	ctx := context.Background()
-	data := randomBytes(7, 3*minPartSize+4321)
+// stagedFile returns a file holding data, open for reading (closed at
+// the test's end).
+func stagedFile(t *testing.T, data []byte) *os.File {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "staged")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -50,7 +47,18 @@ func TestFileBodySent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestFileBodySent: a source that is a range of a local file is read
+// once (for its checksum) and its bytes are sent from the file, at the
+// range's offset; a plain source and a small one land as well.
+func TestFileBodySent(t *testing.T) {
+	s, _ := minioStore(t, nil)
+	ctx := context.Background()
+	data := randomBytes(7, 3*minPartSize+4321)
+	f := stagedFile(t, data)
 	const off = minPartSize + 123
 	size := int64(minPartSize + 4000)
 	want := data[off : off+size]
@@ -113,6 +121,38 @@ func TestFileBodySent(t *testing.T) {
 	}
 }
 
+// closedRange is a source that reads through one descriptor of a file
+// and names another, closed, as its FileRange: the driver cannot open
+// that one again and sends what the source reads, as the SDK would.
+type closedRange struct {
+	r      io.ReaderAt
+	closed *os.File
+}
+
+func (c closedRange) ReadAt(p []byte, off int64) (int, error) { return c.r.ReadAt(p, off) }
+func (c closedRange) FileRange() (*os.File, int64)            { return c.closed, 0 }
+
+// TestFileBodyFallback: a file range that cannot be opened again (closed
+// meanwhile, no /proc) goes out through the source's ReadAt.
+func TestFileBodyFallback(t *testing.T) {
+	s, _ := minioStore(t, nil)
+	ctx := context.Background()
+	data := randomBytes(9, minPartSize+777)
+	f := stagedFile(t, data)
+	closed, err := os.Open(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	src := closedRange{r: f, closed: closed}
+	if _, err := s.Put(ctx, "put", src, int64(len(data)), objstore.PutOptions{}); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if got := readAll(t, s, "put"); !bytes.Equal(got, data) {
+		t.Fatalf("Put: %d bytes in the bucket differ from the %d sent", len(got), len(data))
+	}
+}
+
 // TestFileBodyChangedRefused: when the file's bytes differ from what the
 // checksum pass read (the file changed in between), the server refuses
 // the body: nothing lands.
@@ -120,15 +160,7 @@ func TestFileBodyChangedRefused(t *testing.T) {
 	s, _ := minioStore(t, nil)
 	ctx := context.Background()
 	data := randomBytes(8, 2*minPartSize)
-	path := filepath.Join(t.TempDir(), "staged")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := stagedFile(t, data)
 	size := int64(len(data))
 	src := func() io.ReaderAt { return &countingRange{f: f, flip: size / 2} }
 	if _, err := s.Put(ctx, "put", src(), size, objstore.PutOptions{}); !isChecksumErr(err) {

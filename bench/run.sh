@@ -36,13 +36,13 @@ if [ "$BENCH_MODE" = quick ]; then
   SCAN_N=2000 SCAN_PER_DIR=1000 SCAN_CAP=120 ZARR_ROWS=20 ZARR_COLS=10 ZARR_SIZE=262144
   TASKS=2 TASK_COUNTS=2 TASK_REF_MB=256 TASK_OUT_MB=64 TASK_COMPUTE_MIB=1000 TASK_CAP=300 TASK_RUNS=${BENCH_TASK_RUNS:-1}
 else
-  SEQ_RUNS=3 JOBS="1 8 32" FIO_RT=10 PATTERNS="seq:1m seq:4k rand:4k rand:1m" WRITE_MB=1024
+  SEQ_RUNS=5 JOBS="1 8 32" FIO_RT=10 PATTERNS="seq:1m seq:4k rand:4k rand:1m" WRITE_MB=1024
   SMALL_N=10000 SMALL_CAP=240 LIST_CAP=120 TREE_N=100000 TREE_PER_DIR=1000 LSR_CAP=300 STAT_CAP=60
   SCAN_N=10000 SCAN_PER_DIR=1000 SCAN_CAP=300 ZARR_ROWS=40 ZARR_COLS=25 ZARR_SIZE=262144
   TASKS=4 TASK_COUNTS="4 8" TASK_REF_MB=2048 TASK_OUT_MB=500 TASK_COMPUTE_MIB=2000 TASK_CAP=900 TASK_RUNS=${BENCH_TASK_RUNS:-3}
 fi
 TASK_REPEAT=${BENCH_TASK_REPEAT:-ferry s3fs copy}
-SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts; writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); scan of ${SCAN_N} x 1 KiB objects (${SCAN_PER_DIR} per directory) and a Zarr-shaped read of $((ZARR_ROWS * ZARR_COLS)) chunks of $((ZARR_SIZE >> 10)) KiB (each capped at ${SCAN_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each; the task rows of ${TASK_REPEAT// /, } are the median of ${TASK_RUNS} runs (one run each for the others; client CPU and RSS totals count the first)"
+SIZES="fio object ${BIG_MB} MiB, jobs ${JOBS// //}, each fio run capped at ${FIO_RT} s, seq 1 MiB cold 1 job = median of ${SEQ_RUNS} mounts (and of as many getfloor runs, each just before one of ferry's); writes ${WRITE_MB} MiB; small files ${SMALL_N} x 4 KiB (create capped at ${SMALL_CAP} s); scan of ${SCAN_N} x 1 KiB objects (${SCAN_PER_DIR} per directory) and a Zarr-shaped read of $((ZARR_ROWS * ZARR_COLS)) chunks of $((ZARR_SIZE >> 10)) KiB (each capped at ${SCAN_CAP} s); ls -lR of ${TREE_N} keys (${TREE_PER_DIR} per directory; capped at ${LSR_CAP} s); stat of ${SMALL_N} names (capped at ${STAT_CAP} s); task workload ${TASK_COUNTS// / and } tasks, shared reference ${TASK_REF_MB} MiB, ${TASK_OUT_MB} MiB output each, ${TASK_COMPUTE_MIB} MiB SHA-256 compute each; the task rows of ${TASK_REPEAT// /, } are the median of ${TASK_RUNS} runs (one run each for the others; client CPU and RSS totals count the first)"
 
 DATE=$(date +%F)
 RES=$ROOT/bench/results
@@ -94,7 +94,7 @@ tasks_compute_ref
 # Contender table for the report: name | version or "not installed" | mount command.
 OPTS=$W/contenders.tsv
 : >"$OPTS"
-# bench_baseline B: one baseline's run (getfloor runs before the contenders, so
+# bench_baseline B: one baseline's run (a getfloor of its own runs before the contenders, so
 # that the cold-read floor and ferry's cold reads see the same machine state).
 bench_baseline() {
   local b=$1 n ct0
@@ -117,7 +117,19 @@ bench_baseline() {
   log "== baseline $b took $((SECONDS - ct0)) s"
 }
 BASELINES=" ${BENCH_BASELINES-getfloor copy local} "
-[[ $BASELINES == *" getfloor "* ]] && bench_baseline getfloor
+# The getfloor runs paired with ferry's cold sequential runs (one before
+# each, inside ferry's run) when both are measured; on its own otherwise.
+GETFLOOR_PAIRED=0
+if [[ $BASELINES == *" getfloor "* ]]; then
+  if [[ " ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}} " == *" ferry "* ]] && want read; then
+    GETFLOOR_PAIRED=1
+    printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache; each run just before one of ferry'"'"'s cold sequential runs\n' \
+      "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"
+    getfloor_build || GETFLOOR_PAIRED=0
+  else
+    bench_baseline getfloor
+  fi
+fi
 for c in ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}}; do
   if ! c_available "$c"; then
     printf '%s\tnot installed\t\n' "$c" >>"$OPTS"

@@ -10,6 +10,9 @@
 #           /dev/null (GETFLOOR_C in flight, GETFLOOR_PART bytes each, as
 #           ferry's readahead), through the same proxy: the cold-read floor
 #           of a client without FUSE, cache or checksums, and its CPU per GiB.
+#           With ferry among the contenders its runs alternate with ferry's
+#           cold sequential runs (GETFLOOR_PAIRED), so that a drift of the
+#           machine's speed between them does not land in the ratio.
 
 # aws_timed CMD...: run a command (aws CLI) in the background with a timeout,
 # sample its RSS/CPU (meas_*); sets T_START/T_END/T_RC. aws_proxy as the first
@@ -144,15 +147,30 @@ print('%.1f' % ($SMALL_N / (time.time() - t0)))")
 
 GETFLOOR_C=${GETFLOOR_C:-16} GETFLOOR_PART=${GETFLOOR_PART:-8388608}
 
+# getfloor_build, getfloor_once (one run after drop_caches, appended to
+# GF_RUNS and GF_CPUS) and getfloor_record NOTE: the getfloor's pieces, for
+# its own run (bench_getfloor) or paired with ferry's cold runs
+# (read_workloads, GETFLOOR_PAIRED=1).
+GF_RUNS=() GF_CPUS=()
+getfloor_build() {
+  (cd "$ROOT" && go build -o "$W/getfloor" ./bench/getfloor) || { record getfloor read_seq_1m_cold_1j unsupported "" "build failed"; return 1; }
+}
+getfloor_once() {
+  local out
+  drop_caches
+  out=$("$W/getfloor" "$BENCH_S3" "$BUCKET" big/big.bin "$GETFLOOR_C" "$GETFLOOR_PART") || { log "  getfloor failed"; return 1; }
+  GF_RUNS+=("${out%% MiB/s*}")
+  GF_CPUS+=("$(awk '{print $6}' <<<"$out")")
+}
+getfloor_record() {
+  [ ${#GF_RUNS[@]} -gt 0 ] || { record getfloor read_seq_1m_cold_1j unsupported "" "getfloor failed"; return; }
+  record getfloor read_seq_1m_cold_1j "$(printf '%s ' "${GF_RUNS[@]}" | median)" MiB/s "median of ${#GF_RUNS[@]}$1: ${GF_RUNS[*]}"
+  record getfloor cpu_per_gib_cold "$(printf '%s ' "${GF_CPUS[@]}" | median)" s/GiB "its own user+sys CPU per GiB; median of ${#GF_CPUS[@]}: ${GF_CPUS[*]}"
+}
+
 bench_getfloor() {
-  local r out runs=() cpus=()
-  (cd "$ROOT" && go build -o "$W/getfloor" ./bench/getfloor) || { record getfloor read_seq_1m_cold_1j unsupported "" "build failed"; return; }
-  for ((r = 1; r <= SEQ_RUNS; r++)); do
-    drop_caches
-    out=$("$W/getfloor" "$BENCH_S3" "$BUCKET" big/big.bin "$GETFLOOR_C" "$GETFLOOR_PART") || { record getfloor read_seq_1m_cold_1j unsupported "" "getfloor failed"; return; }
-    runs+=("${out%% MiB/s*}")
-    cpus+=("$(awk '{print $6}' <<<"$out")")
-  done
-  record getfloor read_seq_1m_cold_1j "$(printf '%s ' "${runs[@]}" | median)" MiB/s "median of ${#runs[@]}: ${runs[*]}"
-  record getfloor cpu_per_gib_cold "$(printf '%s ' "${cpus[@]}" | median)" s/GiB "its own user+sys CPU per GiB; median of ${#cpus[@]}: ${cpus[*]}"
+  local r
+  getfloor_build || return
+  for ((r = 1; r <= SEQ_RUNS; r++)); do getfloor_once || break; done
+  getfloor_record ""
 }

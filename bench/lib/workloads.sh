@@ -39,6 +39,10 @@ read_workloads() {
       if [ "$pat:$bs:$j" = seq:1m:1 ]; then
         runs=() cpus=() mcpus=()
         for ((r = 1; r <= SEQ_RUNS; r++)); do
+          # paired: the getfloor runs just before each of ferry's, so that
+          # both see the same machine (its speed drifts by +/-15 % within
+          # minutes on these VMs)
+          [ "$c" = ferry ] && [ "${GETFLOOR_PAIRED:-0}" = 1 ] && getfloor_once
           c_cold "$c" || return 1
           meas_start "$C_PID" --tree
           m0=$(minio_cpu)
@@ -52,6 +56,7 @@ read_workloads() {
           "median of ${#runs[@]} fresh mounts: ${runs[*]}; MinIO CPU-s during each: ${mcpus[*]}"
         record "$c" cpu_per_gib_cold "$(printf '%s ' "${cpus[@]}" | median)" s/GiB \
           "the daemon's user+sys CPU per GiB of the cold sequential 1 MiB read (1 job); median of ${#cpus[@]}: ${cpus[*]}"
+        [ "$c" = ferry ] && [ "${GETFLOOR_PAIRED:-0}" = 1 ] && getfloor_record ", each run just before one of ferry's (alternating, in ferry's run)"
         continue
       fi
       c_cold "$c" || return 1

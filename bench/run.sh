@@ -105,8 +105,7 @@ bench_baseline() {
     copy) printf 'copy\t%s\taws s3 cp via the proxy: parallel ranged GETs / multipart uploads, 16 concurrent requests of 16 MiB (AWS_CONFIG_FILE)\n' \
       "$(aws --version 2>&1 | cut -d' ' -f1)" >>"$OPTS"; bench_copy ;;
     local) printf 'local\tfio %s\tfio/dd/cp/ls/stat on the local disk (/tmp)\n' "$(fio --version)" >>"$OPTS"; bench_local ;;
-    getfloor) printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache\n' \
-      "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"; bench_getfloor ;;
+    getfloor) getfloor_opts; bench_getfloor ;;
   esac
   if want tasks && [ "$b" != getfloor ]; then
     for n in $TASK_COUNTS; do tasks_round "$n"; task_runs "$b" "tasks_$b"; done
@@ -123,8 +122,7 @@ GETFLOOR_PAIRED=0
 if [[ $BASELINES == *" getfloor "* ]]; then
   if [[ " ${BENCH_CONTENDERS:-${FUSE_CONTENDERS[*]}} " == *" ferry "* ]] && want read; then
     GETFLOOR_PAIRED=1
-    printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache; each run just before one of ferry'"'"'s cold sequential runs\n' \
-      "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" >>"$OPTS"
+    getfloor_opts "; each run just before one of ferry's cold sequential runs"
     getfloor_build || GETFLOOR_PAIRED=0
   else
     bench_baseline getfloor

@@ -152,6 +152,11 @@ GETFLOOR_C=${GETFLOOR_C:-16} GETFLOOR_PART=${GETFLOOR_PART:-8388608}
 # its own run (bench_getfloor) or paired with ferry's cold runs
 # (read_workloads, GETFLOOR_PAIRED=1).
 GF_RUNS=() GF_CPUS=()
+# getfloor_opts [SUFFIX]: its line in the contender table.
+getfloor_opts() {
+  printf 'getfloor\tbench/getfloor\tparallel ranged GETs of the object into /dev/null with the AWS SDK (%s in flight, %s MiB each): the cold-read floor without FUSE or cache%s\n' \
+    "$GETFLOOR_C" "$((GETFLOOR_PART >> 20))" "${1:-}" >>"$OPTS"
+}
 getfloor_build() {
   (cd "$ROOT" && go build -o "$W/getfloor" ./bench/getfloor) || { record getfloor read_seq_1m_cold_1j unsupported "" "build failed"; return 1; }
 }

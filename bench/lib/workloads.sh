@@ -30,19 +30,20 @@ rec_fio() {
 }
 
 read_workloads() {
-  local c=$1 runs=() cpus=() mcpus=() m0 r res j pb pat bs
+  local c=$1 runs=() cpus=() mcpus=() m0 r res j pb pat bs pair
   phase_reset
   # cold: a fresh mount per run; seq 1 MiB 1 job is the median of SEQ_RUNS mounts.
   for pb in $PATTERNS; do
     pat=${pb%:*} bs=${pb#*:}
     for j in $JOBS; do
       if [ "$pat:$bs:$j" = seq:1m:1 ]; then
-        runs=() cpus=() mcpus=()
+        runs=() cpus=() mcpus=() pair=0
+        # paired: the getfloor runs just before each of ferry's, so that
+        # both see the same machine (its speed drifts by +/-15 % within
+        # minutes on these VMs)
+        if [ "$c" = ferry ] && [ "${GETFLOOR_PAIRED:-0}" = 1 ]; then pair=1; fi
         for ((r = 1; r <= SEQ_RUNS; r++)); do
-          # paired: the getfloor runs just before each of ferry's, so that
-          # both see the same machine (its speed drifts by +/-15 % within
-          # minutes on these VMs)
-          [ "$c" = ferry ] && [ "${GETFLOOR_PAIRED:-0}" = 1 ] && getfloor_once
+          if [ "$pair" = 1 ]; then getfloor_once || true; fi # a failure is logged; the row says so
           c_cold "$c" || return 1
           meas_start "$C_PID" --tree
           m0=$(minio_cpu)
@@ -56,7 +57,7 @@ read_workloads() {
           "median of ${#runs[@]} fresh mounts: ${runs[*]}; MinIO CPU-s during each: ${mcpus[*]}"
         record "$c" cpu_per_gib_cold "$(printf '%s ' "${cpus[@]}" | median)" s/GiB \
           "the daemon's user+sys CPU per GiB of the cold sequential 1 MiB read (1 job); median of ${#cpus[@]}: ${cpus[*]}"
-        [ "$c" = ferry ] && [ "${GETFLOOR_PAIRED:-0}" = 1 ] && getfloor_record ", each run just before one of ferry's (alternating, in ferry's run)"
+        if [ "$pair" = 1 ]; then getfloor_record ", each run just before one of ferry's (alternating, in ferry's run)"; fi
         continue
       fi
       c_cold "$c" || return 1

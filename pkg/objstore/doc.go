@@ -17,6 +17,11 @@
 // the request carries a checksum of what that read returned, which the
 // server verifies; the s3 driver does so over plain HTTP.
 //
+// A driver streaming a long response body of known length over HTTP/1.1
+// may raise its socket's receive low-water mark while the body runs
+// ([WithLowWater]): the reader then wakes once per batch of bytes, not
+// once per piece the server writes.
+//
 // Retries with exponential backoff and jitter live in one decorator,
 // [WithRetry]; drivers do not retry on their own beyond what their SDK does
 // for a single attempt.

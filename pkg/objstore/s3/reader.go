@@ -51,7 +51,8 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 	// The request context outlives this call: it is cancelled by Close, or
 	// by the read watchdog when the body stalls.
 	rctx, cancel := context.WithCancel(ctx)
-	out, err := s.client.GetObject(rctx, in)
+	tctx, lw := objstore.WithLowWater(rctx)
+	out, err := s.client.GetObject(tctx, in)
 	if err != nil {
 		cancel()
 		err = s.wrap("NewReader", key, err)
@@ -80,9 +81,11 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 		want = *out.ContentLength
 	}
 	var body io.ReadCloser = out.Body
-	if total, ok := contentRangeTotal(aws.ToString(out.ContentRange)); ok {
+	total, partial := contentRangeTotal(aws.ToString(out.ContentRange))
+	if partial {
 		info.Size = total
-	} else if ranged {
+	}
+	if ranged && !partial {
 		// The server ignored the Range and sent the whole object (200):
 		// skip to off and cut at length ourselves.
 		if off >= info.Size {
@@ -103,6 +106,9 @@ func (s *Store) NewReader(ctx context.Context, key string, off, length int64, op
 			io.Reader
 			io.Closer
 		}{io.LimitReader(out.Body, want), out.Body}
+	} else {
+		// A long body wakes this reader once per batch, not per piece.
+		body = lw.Body(out.Body, want)
 	}
 	r := &reader{
 		s:       s,

@@ -166,8 +166,10 @@ func (b *lowWaterBody) set(v int) {
 		return
 	}
 	if setLowWater(b.conn, v) != nil {
-		// A closed or odd socket: stop tuning it.
+		// A closed or odd socket: stop tuning it, and stop capping reads
+		// (the cap assumes a mark that tune will lower in time).
 		b.conn = nil
+		b.cur = 1
 		return
 	}
 	b.cur = v

@@ -185,3 +185,40 @@ func TestLowWaterNoConn(t *testing.T) {
 		}
 	}
 }
+
+// deadConn is a socket whose options can no longer be set.
+type deadConn struct{}
+
+func (deadConn) Control(func(uintptr)) error    { return syscall.EBADF }
+func (deadConn) Read(func(uintptr) bool) error  { return syscall.EBADF }
+func (deadConn) Write(func(uintptr) bool) error { return syscall.EBADF }
+
+// TestLowWaterDeadSocket: when the mark cannot be set (or lowered), the
+// body is read to its end as it is, whatever the mark was.
+func TestLowWaterDeadSocket(t *testing.T) {
+	const n = 1 << 20
+	for _, cur := range []int{1, lowWaterMax} {
+		for _, got := range []int64{0, n - lowWaterMax, n - 1000} {
+			want := lowWaterBytes(int(got), int(n-got))
+			b := &lowWaterBody{ReadCloser: io.NopCloser(bytes.NewReader(want)), conn: deadConn{}, n: n, got: got, cur: cur, start: time.Now().Add(-time.Second)}
+			var out []byte
+			buf := make([]byte, 64<<10)
+			for i := 0; ; i++ {
+				if i > 1000 {
+					t.Fatalf("mark %d from %d: no progress after %d bytes", cur, got, len(out))
+				}
+				k, err := b.Read(buf)
+				out = append(out, buf[:k]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("mark %d from %d: %v", cur, got, err)
+				}
+			}
+			if !bytes.Equal(out, want) {
+				t.Fatalf("mark %d from %d: read %d bytes, not the %d of the body", cur, got, len(out), len(want))
+			}
+		}
+	}
+}

@@ -19,10 +19,10 @@ import (
 // a read syscall per piece. A driver that streams a body of known length
 // from an HTTP/1.1 connection can raise the socket's SO_RCVLOWAT while the
 // body runs, so that the reader wakes once per lowWaterMax bytes instead
-// (a cold 1 GiB read behind the bench's proxy, 16 GETs in flight: 52,000
-// reads and 30,000 context switches in ferry became 25,000 and 16,000, its
-// CPU 105 -> 84 ticks and the throughput 494 -> 529 MiB/s, medians of 5
-// alternating runs, 2026-12-06).
+// (a cold 1 GiB read behind the bench's proxy, 16 GETs in flight: 54,000
+// reads and 30,000 context switches in ferry became 27,000 and 17,000, its
+// CPU 85 -> 76 ticks of 10 ms, the throughput within the spread; medians
+// of 5 alternating runs, 2026-12-06).
 //
 // The mark must never exceed the bytes still to come on the socket, or the
 // last piece of the body would sit in the kernel until the read times out:

@@ -169,6 +169,58 @@ func TestColdDamagedBlock(t *testing.T) {
 	}
 }
 
+// TestColdReadersKept: processes that read one cold file in turn (their
+// events come round robin) keep their readahead state from one event to
+// the next while they are no more than coldReaders (32 fio jobs once found
+// theirs closed at every event, with 16); beyond it, the state stays
+// bounded.
+func TestColdReadersKept(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		procs int
+		kept  bool // each process keeps its state
+	}{
+		{"one", 1, true},
+		{"32 fio jobs", 32, true},
+		{"as many as kept", coldReaders, true},
+		{"more than kept", coldReaders + 8, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := coldFixture(t, 8<<20, Config{BlockSize: 1 << 20})
+			coldOpen(t, f)
+			var cf *coldFile
+			f.cache.coldMu.Lock()
+			for _, c := range f.cache.cold {
+				cf = c
+			}
+			f.cache.coldMu.Unlock()
+			first := map[int32]*coldReader{}
+			for round := range 4 {
+				for i := range tc.procs {
+					pid := int32(1000 + i)
+					cr := cf.reader(pid)
+					if cr == nil {
+						t.Fatal("no reader state: the cold file was dropped")
+					}
+					cr.rd.observe(int64(round)*4096, 4096)
+					cf.done(cr)
+					if round == 0 {
+						first[pid] = cr
+					} else if tc.kept && first[pid] != cr {
+						t.Fatalf("round %d: process %d's readahead state was closed and made anew", round, pid)
+					}
+				}
+			}
+			cf.mu.Lock()
+			n := len(cf.readers)
+			cf.mu.Unlock()
+			if want := min(tc.procs, coldReaders); n != want {
+				t.Errorf("%d reader states kept, want %d", n, want)
+			}
+		})
+	}
+}
+
 // TestColdManyReaders: more reading processes than coldReaders at once
 // (32 fio jobs): every fill succeeds (a reader's readahead state is never
 // closed under it).

@@ -38,7 +38,10 @@
 #   bench/targets.sh cold [REPS]    seq 1 MiB cold 1 job (the full bench's cold-read
 #                                   row), REPS fresh mounts: MiB/s, ferry's CPU per
 #                                   GiB and peak RSS, the FUSE ops and requests
-#                                   (PERF_OUT=prefix: a perf profile per run)
+#                                   (PERF_OUT=prefix: a perf profile per run); each
+#                                   run just after the getfloor and the cache floor
+#                                   (bench/getfloor into a cache file a reader reads;
+#                                   COLD_FLOORS=0: without them), with the ratios
 #   bench/targets.sh floor [REPS]   the machine's floor for the write targets: a
 #                                   plain AWS SDK program (bench/putfloor, no
 #                                   FUSE, data in memory) PUTs 1,000 x 4 KiB (64
@@ -51,7 +54,7 @@
 set -euo pipefail
 MODE=${1:-write}
 REPS=${2:-5}
-case $MODE in write | read | cold | ls | lsr | task | dirrand | small | floor) ;; *) sed -n '2,47p' "$0"; exit 2 ;; esac
+case $MODE in write | read | cold | ls | lsr | task | dirrand | small | floor) ;; *) sed -n '2,53p' "$0"; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB=$ROOT/bench/lib
 TOOLS=${TOOLS:-$ROOT/.tools}
@@ -218,8 +221,20 @@ if [ "$MODE" = cold ]; then
   mkdir -p "$W/data/big"
   head -c "${BIG_MB}M" /dev/urandom >"$W/data/big/big.bin"
   aws_direct s3 cp "$W/data/big/big.bin" "s3://$BUCKET/big/big.bin"
-  declare -a CB CC
+  declare -a CB CC GB CF
+  (cd "$ROOT" && go build -o "$W/getfloor" ./bench/getfloor)
   for r in $(seq "$REPS"); do
+    if [ "${COLD_FLOORS:-1}" = 1 ]; then
+      # the floors just before ferry's run: plain GETs into io.Discard, and
+      # the same GETs written into a file on the cache disk that a reader
+      # reads as they land (bench/getfloor's cache mode)
+      drop_caches
+      g=$("$W/getfloor" "$BENCH_S3" "$BUCKET" big/big.bin 16 8388608)
+      drop_caches
+      f=$("$W/getfloor" "$BENCH_S3" "$BUCKET" big/big.bin 16 8388608 "$W/cache/cachefloor.bin")
+      GB+=("${g%% MiB/s*}") CF+=("${f%% MiB/s*}")
+      log "run $r: getfloor $g; cache floor $f"
+    fi
     c_cold ferry
     rss_start "$C_PID" --tree
     perf_start cold.$r
@@ -233,6 +248,10 @@ if [ "$MODE" = cold ]; then
   done
   c_umount ferry
   log "medians of $REPS: $(echo "${CB[*]}" | median) MiB/s, $(echo "${CC[*]}" | median) s/GiB"
+  if [ ${#GB[@]} -gt 0 ]; then
+    gm=$(echo "${GB[*]}" | median) fm=$(echo "${CF[*]}" | median) cm=$(echo "${CB[*]}" | median)
+    log "floors, medians of $REPS: getfloor $gm MiB/s, cache floor $fm MiB/s ($(awk -v a="$fm" -v b="$gm" 'BEGIN{printf "%.2f", a / b}')x the getfloor); ferry $(awk -v a="$cm" -v b="$gm" 'BEGIN{printf "%.2f", a / b}')x the getfloor, $(awk -v a="$cm" -v b="$fm" 'BEGIN{printf "%.2f", a / b}')x the cache floor"
+  fi
   exit 0
 fi
 if [ "$MODE" = read ]; then

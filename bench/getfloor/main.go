@@ -18,11 +18,11 @@ import (
 func main() { floor.Main("getfloor", run) }
 
 func run(args []string) error {
-	if len(args) != 5 {
-		return fmt.Errorf("usage: getfloor ENDPOINT BUCKET KEY C PART")
+	if len(args) != 5 && len(args) != 6 {
+		return fmt.Errorf("usage: getfloor ENDPOINT BUCKET KEY C PART [CACHEFILE]")
 	}
 	ep, bucket, key := args[0], args[1], args[2]
-	nums, err := floor.Positive(args[3:])
+	nums, err := floor.Positive(args[3:5])
 	if err != nil {
 		return err
 	}
@@ -35,8 +35,20 @@ func run(args []string) error {
 	}
 	size := aws.ToInt64(head.ContentLength)
 	bufs := sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+	var sink io.Writer = io.Discard
+	var cf *cacheFile
+	if len(args) == 6 {
+		if cf, err = newCacheFile(args[5], size, part); err != nil {
+			return err
+		}
+		defer cf.close()
+	}
 	cpu0 := cpuTime()
 	t0 := time.Now()
+	var rg errgroup.Group // the cache mode's reader
+	if cf != nil {
+		rg.Go(cf.readAll)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(conc)
 	for off := int64(0); off < size; off += part {
@@ -49,14 +61,24 @@ func run(args []string) error {
 			defer out.Body.Close()
 			bp := bufs.Get().(*[]byte)
 			defer bufs.Put(bp)
-			n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{out.Body}, *bp)
+			w := sink
+			if cf != nil {
+				w = cf.writer(off)
+			}
+			n, err := io.CopyBuffer(w, struct{ io.Reader }{out.Body}, *bp)
 			if err == nil && n != end-off+1 {
 				err = fmt.Errorf("range %d-%d: %d bytes", off, end, n)
+			}
+			if err == nil && cf != nil {
+				cf.landed(off)
 			}
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := rg.Wait(); err != nil {
 		return err
 	}
 	secs := time.Since(t0).Seconds()

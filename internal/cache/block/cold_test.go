@@ -46,6 +46,16 @@ func coldOpen(t *testing.T, f *fixture) (*Reader, *os.File) {
 	return r, b
 }
 
+// onlyColdFile returns f's cache's one cold file.
+func onlyColdFile(f *fixture) *coldFile {
+	f.cache.coldMu.Lock()
+	defer f.cache.coldMu.Unlock()
+	for _, c := range f.cache.cold {
+		return c
+	}
+	return nil
+}
+
 // readBacking reads all of b in reads of n bytes at once (as the kernel
 // reads a passthrough backing file) and compares with want.
 func readBacking(t *testing.T, b *os.File, n int, want []byte) {
@@ -188,12 +198,7 @@ func TestColdReadersKept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := coldFixture(t, 8<<20, Config{BlockSize: 1 << 20})
 			coldOpen(t, f)
-			var cf *coldFile
-			f.cache.coldMu.Lock()
-			for _, c := range f.cache.cold {
-				cf = c
-			}
-			f.cache.coldMu.Unlock()
+			cf := onlyColdFile(f)
 			first := map[int32]*coldReader{}
 			for round := range 4 {
 				for i := range tc.procs {
@@ -228,12 +233,7 @@ func TestColdManyReaders(t *testing.T) {
 	f, _ := coldFixture(t, 8<<20, Config{BlockSize: 1 << 20})
 	f.store.delay = 5 * time.Millisecond
 	coldOpen(t, f)
-	var cf *coldFile
-	f.cache.coldMu.Lock()
-	for _, c := range f.cache.cold {
-		cf = c
-	}
-	f.cache.coldMu.Unlock()
+	cf := onlyColdFile(f)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*coldReaders)
 	for i := range 4 * coldReaders {

@@ -6,10 +6,12 @@
 //	hsmwake DIR SECONDS READERS...
 //
 // DIR is a directory on a file system that takes pre-content marks (ext4,
-// xfs, btrfs); hsmwake writes a 64 MiB file there, marks a private clone
-// of DIR's mount in one FAN_CLASS_PRE_CONTENT group (as ferry does), and
-// answers every event FAN_ALLOW at once from one goroutine. For each
-// count in READERS, that many threads read the file through the clone in
+// xfs, btrfs); hsmwake writes a 64 MiB file there and watches it with
+// ferry's own pre-content listener (hsm.Open: one FAN_CLASS_PRE_CONTENT
+// group on a private clone of DIR's mount), whose Filler finds every range
+// present, so each event is answered at once from the listener's reading
+// goroutine. For each count in READERS, that many threads read the file,
+// opened through the listener, in
 // 4 KiB preads, sequentially, for SECONDS; the output is one line per
 // count: reads per second and this process's CPU time per 1,000 reads.
 //

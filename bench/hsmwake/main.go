@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ferry-fs/ferry/bench/internal/floor"
+	"github.com/ferry-fs/ferry/internal/cache/hsm"
 )
 
 const fileSize = 64 << 20
@@ -35,24 +35,23 @@ func run(args []string) error {
 		return err
 	}
 	defer os.Remove(name)
-	gfd, err := unix.FanotifyInit(unix.FAN_CLASS_PRE_CONTENT|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
+	l, err := hsm.Open(dir, nil)
 	if err != nil {
-		return fmt.Errorf("fanotify_init: %w", err)
+		return err
 	}
-	defer unix.Close(gfd)
-	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	defer l.Close()
+	f, err := os.Open(name)
 	if err != nil {
-		return fmt.Errorf("open_tree: %w", err)
+		return err
 	}
-	defer unix.Close(tree)
-	dot := [2]byte{'.', 0}
-	if _, _, e := unix.Syscall6(unix.SYS_FANOTIFY_MARK, uintptr(gfd), uintptr(unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT),
-		uintptr(unix.FAN_PRE_ACCESS), uintptr(tree), uintptr(unsafe.Pointer(&dot[0])), 0); e != 0 {
-		return fmt.Errorf("fanotify_mark: %w", e)
+	defer f.Close()
+	w, err := l.Watch(f, present{})
+	if err != nil {
+		return err
 	}
-	go answer(gfd) // owner: run; it ends with the process
+	defer w.Close(true)
 	for _, n := range counts {
-		rate, cpu, err := measure(tree, filepath.Base(name), int(n), secs)
+		rate, cpu, err := measure(l, filepath.Base(name), int(n), secs)
 		if err != nil {
 			return err
 		}
@@ -61,41 +60,26 @@ func run(args []string) error {
 	return nil
 }
 
-// answer allows every event of the group gfd as soon as it is read.
-func answer(gfd int) {
-	buf := make([]byte, 64<<10)
-	var resp [8]byte
-	for {
-		n, err := unix.Read(gfd, buf)
-		if err != nil {
-			continue
-		}
-		for b := buf[:n]; len(b) >= 24; {
-			el := int(binary.LittleEndian.Uint32(b))
-			if el < 24 || el > len(b) {
-				break
-			}
-			if fd := int32(binary.LittleEndian.Uint32(b[16:])); fd >= 0 {
-				binary.LittleEndian.PutUint32(resp[0:], uint32(fd))
-				binary.LittleEndian.PutUint32(resp[4:], unix.FAN_ALLOW)
-				unix.Write(gfd, resp[:])
-				unix.Close(int(fd))
-			}
-			b = b[el:]
-		}
-	}
-}
+// present is the Filler of the marked file: every range is there, so
+// each event is answered at once, on the listener's reading goroutine.
+type present struct{}
 
-// measure runs n readers of name (through the marked clone tree) for d
+func (present) Ready(off, n int64, pid int32) bool { return true }
+
+func (present) Fill(ctx context.Context, off, n int64, pid int32) error { return nil }
+
+// measure runs n readers of name (opened through l's private mount) for d
 // and returns their reads per second and the process's CPU milliseconds
 // per 1,000 reads.
-func measure(tree int, name string, n int, d time.Duration) (rate, cpuPerK float64, err error) {
+func measure(l *hsm.Listener, name string, n int, d time.Duration) (rate, cpuPerK float64, err error) {
 	fds := make([]int, n)
 	for i := range fds {
-		if fds[i], err = unix.Openat(tree, name, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-			return 0, 0, fmt.Errorf("open through the clone: %w", err)
+		f, err := l.Open(name)
+		if err != nil {
+			return 0, 0, err
 		}
-		defer unix.Close(fds[i])
+		defer f.Close()
+		fds[i] = int(f.Fd())
 	}
 	var reads atomic.Int64
 	var stop atomic.Bool

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,28 +87,12 @@ func (l *Listener) loop() {
 	defer l.wg.Done()
 	buf := make([]byte, eventBufBytes)
 	var evs []event
-	fds := []unix.PollFd{{Fd: int32(l.gfd), Events: unix.POLLIN}, {Fd: int32(l.wake[0]), Events: unix.POLLIN}}
 	for {
-		fds[0].Revents, fds[1].Revents = 0, 0
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			l.log.Error("pre-content events: poll", "err", err)
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		if fds[0].Revents&unix.POLLIN == 0 {
-			continue
-		}
-		n, err := unix.Read(l.gfd, buf)
+		n, err := l.rd.Read(buf)
 		if err != nil {
-			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-				continue
+			if !errors.Is(err, os.ErrClosed) {
+				l.log.Error("pre-content events: read", "err", err)
 			}
-			l.log.Error("pre-content events: read", "err", err)
 			return
 		}
 		evs = parseEvents(buf[:n], evs[:0])

@@ -35,6 +35,7 @@ type stack struct {
 	hooks  Hooks
 	obs    *observer // metrics, /metrics listener, exit summary
 	cold   *cold     // cold passthrough, when on (cold.go)
+	procs  *procsGov // GOMAXPROCS at this ferry's share of the node (procs.go); nil: fixed
 	// guard is the mapping guard of the task (ferry run; nil for ferry
 	// mount): cold files are handed only to the processes it guards.
 	guard *mapGuard
@@ -136,6 +137,7 @@ func buildStack(ctx context.Context, cfg config.Config, log *slog.Logger, hooks 
 		return nil, fmt.Errorf("write-back journal: %w", err)
 	}
 	s.obs.attach(s.blocks, s.wb)
+	s.procs = startProcs(os.Getenv("GOMAXPROCS") != "", s.wb.NodePeers, log)
 	s.obs.dirReadahead = cfg.DirReadahead
 	// With --allow-other the kernel checks permissions against the
 	// attributes: they must be each object's own (vfs.Options.ExactAttrs).
@@ -274,6 +276,7 @@ func (s *stack) noteEnded() {
 
 // close releases everything (after drain and unmount).
 func (s *stack) close() {
+	s.procs.stop()
 	s.fs.Close()
 	s.wb.Close()
 	s.blocks.Close()

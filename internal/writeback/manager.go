@@ -423,6 +423,16 @@ func (m *Manager) Close() error {
 	return m.j.closeOwn()
 }
 
+// NodePeers returns how many other Managers stage under the same Dir now
+// (the ferries of the node's other tasks, when they share a cache
+// directory); 0 with LocalForeground, or when that cannot be known.
+func (m *Manager) NodePeers() int {
+	if m.sched.node == nil {
+		return 0
+	}
+	return m.sched.node.peers()
+}
+
 // Stats returns a snapshot of the queue and counters.
 func (m *Manager) Stats() Stats {
 	st := Stats{

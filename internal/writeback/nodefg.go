@@ -44,7 +44,9 @@ const (
 	// nodeFuture: a quiet time further ahead than this is not believed
 	// (a clock step, or a damaged page).
 	nodeFuture = time.Second
-	// fOFDSetLK is F_OFD_SETLK (Linux 3.15+); the syscall package lacks it.
+	// fOFDGetLK and fOFDSetLK are F_OFD_GETLK and F_OFD_SETLK (Linux
+	// 3.15+); the syscall package lacks them.
+	fOFDGetLK = 36
 	fOFDSetLK = 37
 )
 
@@ -175,6 +177,26 @@ func (n *nodeFG) others(now time.Time) nodeView {
 		n.reap(ns, own)
 	}
 	return v
+}
+
+// peers counts the slots other Managers hold now: the live processes
+// staging under the same root, whatever their tasks are doing.
+func (n *nodeFG) peers() int {
+	if n.closed.Load() {
+		return 0
+	}
+	own := int(n.own.Load())
+	c := 0
+	for i := range nodeSlots {
+		if i == own {
+			continue
+		}
+		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: int64(i * nodeSlotSize), Len: nodeSlotSize}
+		if syscall.FcntlFlock(n.f.Fd(), fOFDGetLK, &lk) == nil && lk.Type != syscall.F_UNLCK {
+			c++
+		}
+	}
+	return c
 }
 
 // reap clears the counts of slots whose owner died (their lock can be

@@ -121,3 +121,36 @@ func TestNodeFGSlots(t *testing.T) {
 		n.close()
 	}
 }
+
+// TestNodeFGPeers: each Manager counts the others that hold a slot now,
+// not itself, and not those that closed.
+func TestNodeFGPeers(t *testing.T) {
+	for _, tc := range []struct{ open, closed, want int }{
+		{open: 1, want: 0},
+		{open: 2, want: 1},
+		{open: 8, want: 7},
+		{open: 8, closed: 5, want: 2},
+	} {
+		dir := t.TempDir()
+		var ns []*nodeFG
+		for range tc.open {
+			n := openNodeFG(dir)
+			if n == nil || n.own.Load() < 0 {
+				t.Fatal("no slot")
+			}
+			ns = append(ns, n)
+		}
+		for _, n := range ns[1 : 1+tc.closed] {
+			n.close()
+		}
+		if got := ns[0].peers(); got != tc.want {
+			t.Errorf("%d open, %d closed: %d peers, want %d", tc.open, tc.closed, got, tc.want)
+		}
+		for _, n := range ns {
+			n.close()
+		}
+		if got := ns[0].peers(); got != 0 {
+			t.Errorf("a closed page counts %d peers", got)
+		}
+	}
+}

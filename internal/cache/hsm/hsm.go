@@ -156,8 +156,10 @@ func (l *Listener) open() error {
 // when other goroutines wait to run, after 10 ms in any case), and each
 // time it does, it goes back to looking every 20 µs. With a ferry per
 // task, 8 ferries reading one cold 1 GiB file at once slept the monitor
-// 57-65k times against 76-82k, and used 211 ticks of CPU against 235
-// (medians of 5 alternating runs, 2026-12-06). O_NONBLOCK is a flag of
+// 57-73k times against 76-91k and switched context 100-125k times
+// against 121-145k (two series of alternating runs, 2026-12-06); their
+// CPU was 211 against 235 ticks (medians of 5) in the first series and
+// the same in the second, on a slower machine. O_NONBLOCK is a flag of
 // the open file, shared with the group descriptor and the guardian's
 // copy, which poll before they read.
 func (l *Listener) openReader() error {

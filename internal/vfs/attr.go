@@ -137,8 +137,11 @@ func (fs *FS) getattr(ctx context.Context, l Loc) (Attr, error) {
 		if found && e.Kind == meta.KindFile && e.Info.Version == "" {
 			// Created through the mount and uploaded since (it is not
 			// dirty): the listing lacks what the bucket knows of it.
-			// Listing again answers the names uploaded with it at once.
-			if nls, ok := fs.relist(ctx, par, ls); ok {
+			// This mount's upload tells, else listing again answers the
+			// names uploaded with it at once.
+			if ce, ok := fs.completeCreated(par, ls, e); ok {
+				e = ce
+			} else if nls, ok := fs.relist(ctx, par, ls); ok {
 				ls = nls
 				e, found = ls.Has(name)
 			}

@@ -341,13 +341,16 @@ type emptyReader struct{}
 func (emptyReader) ReadAt(p []byte, off int64) (int, error) { return 0, ioEOF }
 
 // staleCreated reports whether ls holds files created through the mount
-// (patched in without size or version) that have been uploaded since: the
+// (patched in without size or version) that have been uploaded since and
+// that this mount's uploads do not complete (completeCreated): the
 // listing is then fetched again, so that ls -l answers from it.
 func (fs *FS) staleCreated(l Loc, ls *meta.Listing) bool {
 	for _, e := range ls.Entries() {
 		if e.Kind == meta.KindFile && e.Info.Version == "" &&
 			fs.deps.Writeback.Get(l.child(e.Name).target()) == nil {
-			return true
+			if _, ok := fs.completeCreated(l, ls, e); !ok {
+				return true
+			}
 		}
 	}
 	return false

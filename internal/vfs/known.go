@@ -144,3 +144,30 @@ func (fs *FS) fullInfo(ctx context.Context, l Loc, info objstore.ObjectInfo) (ob
 	fs.putStat(l, meta.KindFile, cur)
 	return cur, nil
 }
+
+// completeCreated fills in e, the entry in ls of a file created through
+// the mount (patched in without size or version) and uploaded since, from
+// this mount's upload of it: the listing then answers stats and ls -l for
+// it without a LIST. ok is false when the upload is not remembered or the
+// file is being written again; the entry is then left as it was.
+func (fs *FS) completeCreated(dir Loc, ls *meta.Listing, e meta.DirEntry) (meta.DirEntry, bool) {
+	t := dir.child(e.Name).target()
+	wb := fs.deps.Writeback
+	info, ok := wb.UploadedInfo(t)
+	if !ok || wb.Get(t) != nil {
+		return e, false
+	}
+	done := meta.DirEntry{Name: e.Name, Kind: meta.KindFile, Info: info}
+	created := func(cur meta.DirEntry) bool { return cur.Kind == meta.KindFile && cur.Info.Version == "" }
+	if !ls.Replace(e.Name, created, done) {
+		return e, false
+	}
+	// An open for writing registers its file before it resets the entry
+	// (noteCreated): one that raced the lines above is seen here, and
+	// the entry goes back to "created" for it.
+	if again, ok := wb.UploadedInfo(t); !ok || again.Version != info.Version || wb.Get(t) != nil {
+		ls.Replace(e.Name, func(cur meta.DirEntry) bool { return cur.Info.Version == info.Version }, meta.DirEntry{Kind: meta.KindFile})
+		return e, false
+	}
+	return done, true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -233,7 +234,8 @@ func TestLookupListingInvalidation(t *testing.T) {
 		}
 	}
 
-	// Created names, uploaded: one listing answers for all of them.
+	// Created names, uploaded: this mount's uploads complete the listing,
+	// which answers for all of them without a request.
 	for i := range 30 {
 		h, err := e.fs.Create(ctx, fmt.Sprintf("s3/bkt/d/c%02d", i), 0o644, OpenFlags{Write: true})
 		if err != nil {
@@ -257,7 +259,94 @@ func TestLookupListingInvalidation(t *testing.T) {
 			t.Fatalf("stat c%02d after upload: %+v, %v", i, a, err)
 		}
 	}
-	if lists, stats, _ := e.st.requests(); lists != 1 || stats != 0 {
-		t.Errorf("stats of 30 uploaded names: %d LISTs, %d HEADs; want one LIST", lists, stats)
+	if _, err := e.fs.Readdir(ctx, "s3/bkt/d"); err != nil {
+		t.Fatal(err)
+	}
+	if lists, stats, _ := e.st.requests(); lists != 0 || stats != 0 {
+		t.Errorf("stats and a readdir of 30 uploaded names: %d LISTs, %d HEADs; want none", lists, stats)
+	}
+}
+
+// TestCreatedListingCompleted: a listing holding names created through
+// the mount answers with what the bucket holds once they are uploaded
+// (size, version), also after a rewrite, and falls back to a LIST when
+// this mount did not upload the name (a rename copies in the bucket).
+func TestCreatedListingCompleted(t *testing.T) {
+	ctx := context.Background()
+	write := func(t *testing.T, e *lookupEnv, p string, body string, flags OpenFlags) {
+		t.Helper()
+		var h *Handle
+		var err error
+		if flags.Trunc {
+			h, err = e.fs.Open(ctx, p, flags)
+		} else {
+			h, err = e.fs.Create(ctx, p, 0o644, flags)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Write([]byte(body), 0); err != nil {
+			t.Fatal(err)
+		}
+		h.Release()
+	}
+	drain := func(t *testing.T, e *lookupEnv) {
+		t.Helper()
+		if err := e.wb.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name      string
+		run       func(t *testing.T, e *lookupEnv)
+		path      string
+		size      int64
+		wantLists int64
+	}{
+		{"uploaded once", func(t *testing.T, e *lookupEnv) {
+			write(t, e, "s3/bkt/d/a", "12345", OpenFlags{Write: true})
+			drain(t, e)
+		}, "s3/bkt/d/a", 5, 0},
+		{"rewritten, uploaded twice", func(t *testing.T, e *lookupEnv) {
+			write(t, e, "s3/bkt/d/a", "12345", OpenFlags{Write: true})
+			drain(t, e)
+			if err := e.stat("s3/bkt/d/a"); err != nil { // completes the entry
+				t.Fatal(err)
+			}
+			write(t, e, "s3/bkt/d/a", "1234567890", OpenFlags{Write: true, Trunc: true})
+			drain(t, e)
+		}, "s3/bkt/d/a", 10, 0},
+		{"renamed after upload", func(t *testing.T, e *lookupEnv) {
+			write(t, e, "s3/bkt/d/a", "123", OpenFlags{Write: true})
+			drain(t, e)
+			if err := e.fs.Rename(ctx, "s3/bkt/d/a", "s3/bkt/d/b", RenameFlags{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "s3/bkt/d/b", 3, 1}, // a server-side copy: not an upload of this mount
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newLookupEnv(t)
+			if err := e.fs.Mkdir(ctx, "s3/bkt/d"); err != nil {
+				t.Fatal(err)
+			}
+			tt.run(t, e)
+			e.st.requests()
+			ents, err := e.fs.Readdir(ctx, "s3/bkt/d")
+			if err != nil || len(ents) != 1 {
+				t.Fatalf("readdir: %v, %v; want one name", ents, err)
+			}
+			a, err := e.fs.Getattr(ctx, tt.path)
+			if err != nil || a.Size != tt.size || a.Version == "" {
+				t.Fatalf("stat %s: %+v, %v; want size %d and a version", tt.path, a, err, tt.size)
+			}
+			info, err := e.st.Store.Stat(ctx, strings.TrimPrefix(tt.path, "s3/bkt/"))
+			if err != nil || info.Version != a.Version {
+				t.Errorf("stat %s: version %q, the bucket's %q (%v)", tt.path, a.Version, info.Version, err)
+			}
+			if lists, _, _ := e.st.requests(); lists != tt.wantLists {
+				t.Errorf("%d LISTs, want %d", lists, tt.wantLists)
+			}
+		})
 	}
 }

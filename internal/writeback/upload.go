@@ -354,7 +354,7 @@ func (f *File) commit(snap snapshot, info objstore.ObjectInfo, durable, renamed 
 	}
 	f.durableGen = max(f.durableGen, snap.gen)
 	f.version = info.Version
-	f.m.uploaded.note(snap.target, info.Version, snap.md)
+	f.m.uploaded.note(snap.target, info.Version, snap.md, snap.size, info.ModTime)
 	if f.hasData {
 		f.rebaseLocked(snap, info)
 	}

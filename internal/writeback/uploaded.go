@@ -1,6 +1,11 @@
 package writeback
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"github.com/ferry-fs/ferry/pkg/objstore"
+)
 
 // maxUploaded bounds the uploads remembered by Uploaded (the memory is
 // cleared when full).
@@ -10,6 +15,8 @@ const maxUploaded = 100000
 type uploadedObject struct {
 	version  string
 	metadata map[string]string
+	size     int64
+	modTime  time.Time // as the store answered the upload, else when it landed
 }
 
 // uploadedSet remembers the version and metadata of the last upload of
@@ -20,13 +27,16 @@ type uploadedSet struct {
 	m  map[Target]uploadedObject
 }
 
-func (u *uploadedSet) note(t Target, version string, md map[string]string) {
+func (u *uploadedSet) note(t Target, version string, md map[string]string, size int64, mod time.Time) {
+	if mod.IsZero() {
+		mod = time.Now()
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil || len(u.m) >= maxUploaded {
 		u.m = map[Target]uploadedObject{}
 	}
-	u.m[t] = uploadedObject{version: version, metadata: md}
+	u.m[t] = uploadedObject{version: version, metadata: md, size: size, modTime: mod}
 }
 
 func (u *uploadedSet) forget(t Target) {
@@ -46,4 +56,19 @@ func (m *Manager) Uploaded(t Target, version string) (md map[string]string, ok b
 		return nil, false
 	}
 	return o.metadata, true
+}
+
+// UploadedInfo returns the object this manager's last upload to t made
+// (key, version, size, modification time and user metadata), for a
+// listing that holds t's name as created through the mount; ok is false
+// when none is remembered (never uploaded here, or renamed, removed or
+// written again since). The metadata map is shared: do not modify it.
+func (m *Manager) UploadedInfo(t Target) (info objstore.ObjectInfo, ok bool) {
+	m.uploaded.mu.Lock()
+	defer m.uploaded.mu.Unlock()
+	o, found := m.uploaded.m[t]
+	if !found || o.version == "" {
+		return objstore.ObjectInfo{}, false
+	}
+	return objstore.ObjectInfo{Key: t.Key, Version: o.version, Size: o.size, ModTime: o.modTime, Metadata: o.metadata}, true
 }

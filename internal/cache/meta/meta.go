@@ -161,6 +161,20 @@ func (l *Listing) Add(e DirEntry) {
 	l.entries[e.Name] = e
 }
 
+// Replace sets name's entry to e when name is listed and cond accepts its
+// current entry, and reports whether it did.
+func (l *Listing) Replace(name string, cond func(DirEntry) bool, e DirEntry) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old, ok := l.entries[name]
+	if !ok || !cond(old) {
+		return false
+	}
+	e.Name = name
+	l.entries[name] = e
+	return true
+}
+
 // Remove deletes a name.
 func (l *Listing) Remove(name string) {
 	l.mu.Lock()

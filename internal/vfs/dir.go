@@ -90,7 +90,7 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 	// bucket: a file whose upload lands (and which writeback then forgets)
 	// between the two looks is then in the listing. Looked at after, it
 	// could be in neither (see TestReaddirRacesUpload).
-	dirty := fs.dirtyEntries(l, prefix)
+	dirty := fs.dirtyEntries(l, prefix, fs.deps.Writeback.UploadMark())
 	pending := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, prefix)
 	var ents []meta.DirEntry
 	objects := map[string]bool{} // names of the objects listed (see layout.go)
@@ -183,9 +183,9 @@ func hasPrefixed(sorted []string, prefix string) bool {
 }
 
 // dirtyEntries returns the entries of directory l (whose prefix is
-// prefix) that dirty or open files make: the files themselves, and the
-// subdirectories holding some.
-func (fs *FS) dirtyEntries(l Loc, prefix string) []meta.DirEntry {
+// prefix) that dirty or open files make: the files themselves (marked
+// with mark, see meta.DirEntry), and the subdirectories holding some.
+func (fs *FS) dirtyEntries(l Loc, prefix string, mark uint64) []meta.DirEntry {
 	var ents []meta.DirEntry
 	for _, f := range fs.deps.Writeback.List(l.Scheme, l.Bucket, prefix) {
 		key := f.Target().Key
@@ -200,7 +200,7 @@ func (fs *FS) dirtyEntries(l Loc, prefix string) []meta.DirEntry {
 			if f.Symlink() != "" {
 				k = meta.KindSymlink
 			}
-			ents = append(ents, meta.DirEntry{Name: rest, Kind: k})
+			ents = append(ents, meta.DirEntry{Name: rest, Kind: k, Mark: mark})
 		}
 	}
 	return ents
@@ -216,7 +216,7 @@ func (fs *FS) noteCreated(l Loc, kind meta.Kind) {
 	fs.deps.Meta.Forget(l.cacheKey())
 	fs.forgetKnown(l)
 	par, name := l.parent()
-	fs.deps.Meta.AddEntry(par.cacheKey(), meta.DirEntry{Name: name, Kind: kind})
+	fs.deps.Meta.AddEntry(par.cacheKey(), meta.DirEntry{Name: name, Kind: kind, Mark: fs.deps.Writeback.UploadMark()})
 	// Ancestors that were only implied by keys may now exist.
 	for par.Key != "" {
 		fs.deps.Meta.Forget(par.cacheKey())

@@ -146,27 +146,30 @@ func (fs *FS) fullInfo(ctx context.Context, l Loc, info objstore.ObjectInfo) (ob
 }
 
 // completeCreated fills in e, the entry in ls of a file created through
-// the mount (patched in without size or version) and uploaded since, from
-// this mount's upload of it: the listing then answers stats and ls -l for
-// it without a LIST. ok is false when the upload is not remembered or the
-// file is being written again; the entry is then left as it was.
+// the mount (patched in without size or version, marked) and uploaded
+// since, from this mount's last upload of it when that landed after the
+// entry was made: the listing then answers stats and ls -l for it without
+// a LIST. ok is false when no such upload is remembered or the file is
+// being written again; the entry is then left as it was.
 func (fs *FS) completeCreated(dir Loc, ls *meta.Listing, e meta.DirEntry) (meta.DirEntry, bool) {
 	t := dir.child(e.Name).target()
 	wb := fs.deps.Writeback
-	info, ok := wb.UploadedInfo(t)
+	info, ok := wb.UploadedInfo(t, e.Mark)
 	if !ok || wb.Get(t) != nil {
 		return e, false
 	}
-	done := meta.DirEntry{Name: e.Name, Kind: meta.KindFile, Info: info}
-	created := func(cur meta.DirEntry) bool { return cur.Kind == meta.KindFile && cur.Info.Version == "" }
+	done := meta.DirEntry{Name: e.Name, Kind: meta.KindFile, Info: info, Mark: e.Mark}
+	created := func(cur meta.DirEntry) bool {
+		return cur.Kind == meta.KindFile && cur.Info.Version == "" && cur.Mark == e.Mark
+	}
 	if !ls.Replace(e.Name, created, done) {
 		return e, false
 	}
 	// An open for writing registers its file before it resets the entry
 	// (noteCreated): one that raced the lines above is seen here, and
 	// the entry goes back to "created" for it.
-	if again, ok := wb.UploadedInfo(t); !ok || again.Version != info.Version || wb.Get(t) != nil {
-		ls.Replace(e.Name, func(cur meta.DirEntry) bool { return cur.Info.Version == info.Version }, meta.DirEntry{Kind: meta.KindFile})
+	if again, ok := wb.UploadedInfo(t, e.Mark); !ok || again.Version != info.Version || wb.Get(t) != nil {
+		ls.Replace(e.Name, func(cur meta.DirEntry) bool { return cur.Info.Version == info.Version && cur.Mark == e.Mark }, e)
 		return e, false
 	}
 	return done, true

@@ -40,6 +40,10 @@ type DirEntry struct {
 	// Info is the object's metadata as listed (files); it lacks user
 	// metadata, so a zero-size object may still be a symlink.
 	Info objstore.ObjectInfo
+	// Mark is set on the entry of a name this mount created (not listed):
+	// the write-back's upload mark then (writeback.Manager.UploadMark),
+	// so that only an upload landed since completes the entry.
+	Mark uint64
 }
 
 // Listing is a cached directory listing. Its methods are safe for

@@ -87,6 +87,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	defer h.obs("write", time.Now(), &errno)
 	h.used()
 	n, err := h.h.Write(data, off)
+	h.n.notifyKin()
 	if err != nil {
 		return uint32(n), vfs.Errno(err)
 	}

@@ -31,25 +31,27 @@ type node struct {
 	open   map[*handle]struct{} // handles open on this node
 	cached int                  // of them, served through the page cache (passthrough.go)
 	bk     *backing             // the backing file of its passthrough and direct opens, if any
+	kin    *kin                 // the other nodes of its name since a split, if any (kin.go)
 }
 
 var (
-	_ fs.NodeFsyncer    = (*node)(nil)
-	_ fs.NodeLookuper   = (*node)(nil)
-	_ fs.NodeGetattrer  = (*node)(nil)
-	_ fs.NodeSetattrer  = (*node)(nil)
-	_ fs.NodeReaddirer  = (*node)(nil)
-	_ fs.NodeOpener     = (*node)(nil)
-	_ fs.NodeCreater    = (*node)(nil)
-	_ fs.NodeMkdirer    = (*node)(nil)
-	_ fs.NodeRmdirer    = (*node)(nil)
-	_ fs.NodeUnlinker   = (*node)(nil)
-	_ fs.NodeRenamer    = (*node)(nil)
-	_ fs.NodeSymlinker  = (*node)(nil)
-	_ fs.NodeReadlinker = (*node)(nil)
-	_ fs.NodeLinker     = (*node)(nil)
-	_ fs.NodeStatfser   = (*node)(nil)
-	_ fs.NodeMknoder    = (*node)(nil)
+	_ fs.NodeFsyncer     = (*node)(nil)
+	_ fs.NodeLookuper    = (*node)(nil)
+	_ fs.NodeGetattrer   = (*node)(nil)
+	_ fs.NodeSetattrer   = (*node)(nil)
+	_ fs.NodeReaddirer   = (*node)(nil)
+	_ fs.NodeOpener      = (*node)(nil)
+	_ fs.NodeCreater     = (*node)(nil)
+	_ fs.NodeMkdirer     = (*node)(nil)
+	_ fs.NodeRmdirer     = (*node)(nil)
+	_ fs.NodeUnlinker    = (*node)(nil)
+	_ fs.NodeRenamer     = (*node)(nil)
+	_ fs.NodeSymlinker   = (*node)(nil)
+	_ fs.NodeReadlinker  = (*node)(nil)
+	_ fs.NodeLinker      = (*node)(nil)
+	_ fs.NodeStatfser    = (*node)(nil)
+	_ fs.NodeMknoder     = (*node)(nil)
+	_ fs.NodeOnForgetter = (*node)(nil)
 )
 
 // withCaller returns ctx carrying the calling process's user, group and
@@ -166,9 +168,16 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	}
 	if ch := n.GetChild(name); ch != nil && ch.Mode() == modeType(a.Kind) {
 		fillAttr(a, &out.Attr)
+		if c, ok := ch.Operations().(*node); ok && c.hasLiveKin() {
+			out.SetAttrTimeout(volatileTTL)
+		}
 		return ch, 0
 	}
-	ch, _ := n.newChild(ctx, a, out)
+	ch, nn := n.newChild(ctx, a, out)
+	if n.s.kins.has(p) {
+		n.s.kins.join(p, nn) // the name was split (kin.go)
+		out.SetAttrTimeout(volatileTTL)
+	}
 	return ch, 0
 }
 
@@ -197,7 +206,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return vfs.Errno(err)
 	}
 	fillAttr(a, &out.Attr)
-	if a.Volatile {
+	if a.Volatile || n.hasLiveKin() {
 		out.SetTimeout(volatileTTL)
 	}
 	return 0
@@ -234,11 +243,12 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return syscall.ENOENT
 	}
 	a, err := n.v.Setattr(ctx, p, h, s)
+	n.notifyKin()
 	if err != nil {
 		return vfs.Errno(err)
 	}
 	fillAttr(a, &out.Attr)
-	if a.Volatile {
+	if a.Volatile || n.hasLiveKin() {
 		out.SetTimeout(volatileTTL)
 	}
 	return 0

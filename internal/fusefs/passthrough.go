@@ -388,7 +388,11 @@ func (n *node) split(ctx context.Context) {
 		return
 	}
 	ch := &node{v: n.v, m: n.m, pt: n.pt, s: n.s}
+	if p, ok := n.path(); ok {
+		n.s.kins.join(p, n, ch) // see kin.go
+	}
 	parent.AddChild(name, parent.NewInode(ctx, ch, fs.StableAttr{Mode: syscall.S_IFREG}), true)
+	n.NotifyContent(-1, 0) // the attributes the kernel cached (offset -1: not its pages)
 }
 
 // mayPassthrough reports whether a passthrough open of n could be taken

@@ -42,6 +42,7 @@ type session struct {
 	open   map[*handle]struct{} // handles not yet released
 	ended  bool                 // take ran (watch or Abandon): no more tracking
 	closed chan struct{}        // closed when the session ended (Server.Done)
+	kins   kins                 // the nodes of split names (kin.go); its own lock
 }
 
 func newSession() *session {

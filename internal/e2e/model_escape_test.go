@@ -14,8 +14,13 @@ import (
 // compared (seed 1795778126483121153: d -> "..", c -> "..", c -> "../a"
 // made `open d/c/c O_CREAT` create a file beside the reference's tree,
 // and look up a bucket named "a" on the mount).
+//
+// Nor are changes of the attributes of the bucket's own directory (the
+// stand-in itself, reached through symlinks such as a -> ".."): a bucket
+// has no object to keep them in, so ferry keeps them only while it runs
+// (README, Limits), and the model remounts.
 func (m *model) escapes(o op) bool {
-	if m.resolvesAbove(o.path) {
+	if above, top := m.resolve(o.path); above || top && (o.kind == opChmod || o.kind == opChown || o.kind == opUtimens) {
 		return true
 	}
 	switch o.kind {
@@ -25,14 +30,21 @@ func (m *model) escapes(o op) bool {
 	return false
 }
 
-// resolvesAbove walks rel from the reference root, following every
-// symlink (the last component's too), and reports whether the walk leaves
-// the bucket's stand-in.
+// resolvesAbove reports whether rel resolves above the bucket's stand-in
+// (see resolve).
 func (m *model) resolvesAbove(rel string) bool {
+	above, _ := m.resolve(rel)
+	return above
+}
+
+// resolve walks rel from the reference root, following every symlink
+// (the last component's too), and reports whether the walk leaves the
+// bucket's stand-in (above), or ends on it (top).
+func (m *model) resolve(rel string) (above, top bool) {
 	root := m.roots[1]
-	top := filepath.Dir(filepath.Dir(root))
-	above := func(p string) bool {
-		r, err := filepath.Rel(top, p)
+	stand := filepath.Dir(filepath.Dir(root))
+	leaves := func(p string) bool {
+		r, err := filepath.Rel(stand, p)
 		return err != nil || r == ".." || strings.HasPrefix(r, "../")
 	}
 	cur := root
@@ -45,8 +57,8 @@ func (m *model) resolvesAbove(rel string) bool {
 			continue
 		case "..":
 			cur = filepath.Dir(cur)
-			if above(cur) {
-				return true
+			if leaves(cur) {
+				return true, false
 			}
 			continue
 		}
@@ -54,12 +66,12 @@ func (m *model) resolvesAbove(rel string) bool {
 		if fi, err := os.Lstat(next); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 			t, err := os.Readlink(next)
 			if links++; err != nil || links > 40 {
-				return false // ELOOP on both sides
+				return false, false // ELOOP on both sides
 			}
 			comps = append(strings.Split(t, "/"), comps...)
 			continue
 		}
 		cur = next
 	}
-	return false
+	return false, cur == stand
 }

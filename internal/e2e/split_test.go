@@ -13,7 +13,9 @@ import (
 // kernel. A size change through either must show at once through the
 // other (stat of the name, fstat of the descriptor): the model test found
 // a truncate through the old descriptor that a stat of the name did not
-// see, after a readdir had let the kernel cache the name's attributes.
+// see, after a readdir had let the kernel cache the name's attributes;
+// and an append through the second writer after a truncate through the
+// first landed at the second node's old size, past a hole (the soak model).
 func TestSplitNameStat(t *testing.T) {
 	t.Parallel()
 	e := newS3Env(t)
@@ -39,7 +41,7 @@ func TestSplitNameStat(t *testing.T) {
 	if _, err := syscall.Pwrite(w1, buf, 20<<10); err != nil {
 		t.Fatal(err)
 	}
-	w2, err := syscall.Open(p, syscall.O_RDWR, 0)
+	w2, err := syscall.Open(p, syscall.O_RDWR|syscall.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +83,19 @@ func TestSplitNameStat(t *testing.T) {
 		{"ftruncate of the first writer", func() error { return syscall.Ftruncate(w1, 513) }, 513},
 		{"ftruncate of the second writer", func() error { return syscall.Ftruncate(w2, 70000) }, 70000},
 		{"truncate of the name", func() error { return syscall.Truncate(p, 4096) }, 4096},
-		{"write of the second writer", func() error { _, err := syscall.Pwrite(w2, buf, 100000); return err }, 100000 + 12<<10},
+		{"append of the second writer", func() error { _, err := syscall.Write(w2, buf); return err }, 4096 + 12<<10},
 		{"ftruncate of the first writer again", func() error { return syscall.Ftruncate(w1, 1) }, 1},
+		{"truncate of the name, longer", func() error { return syscall.Truncate(p, 9000) }, 9000},
+		// Right after the truncate through the first writer, the kernel's
+		// size of the second writer's node still says 9000: the append
+		// lands at the end all the same, no hole.
+		{"ftruncate of the first writer, shorter, then an append of the second", func() error {
+			if err := syscall.Ftruncate(w1, 100); err != nil {
+				return err
+			}
+			_, err := syscall.Write(w2, []byte("tail!"))
+			return err
+		}, 105},
 	}
 	for _, s := range steps {
 		if _, err := os.ReadDir(dir); err != nil { // readdirplus: the kernel may keep its attributes a jiffy
@@ -95,4 +108,8 @@ func TestSplitNameStat(t *testing.T) {
 		sizes(s.name, s.want)
 	}
 	syscall.Close(w2)
+	got, err := os.ReadFile(p)
+	if err != nil || len(got) != 105 || string(got[100:]) != "tail!" {
+		t.Fatalf("the file after the appends: %d bytes ending %q, %v; want 105 ending \"tail!\"", len(got), got[max(0, len(got)-5):], err)
+	}
 }

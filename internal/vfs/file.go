@@ -58,8 +58,9 @@ type OpenFlags struct {
 	Trunc bool // O_TRUNC
 	Excl  bool // O_EXCL (Create only)
 	// Append: O_APPEND. Each write lands at the file's end as ferry
-	// knows it (the kernel's offset may come from a size another node's
-	// passthrough writer has since moved), never before the offset given.
+	// knows it, whatever the offset given: the kernel's comes from its
+	// cached size, which another node's writer or truncate may have
+	// moved since (writeback.File.AppendAt).
 	Append bool
 }
 

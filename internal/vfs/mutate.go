@@ -353,6 +353,9 @@ func (fs *FS) renameDir(ctx context.Context, st objstore.Store, src, dst Loc) er
 		if err != nil {
 			return err
 		}
+		// The copy may keep the version (an ETag) of an object that was
+		// at nk with other metadata: forget what a HEAD of that one told.
+		fs.forgetKnown(Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: nk})
 		info.Key = nk
 		fs.moveHandles(Loc{Scheme: src.Scheme, Bucket: src.Bucket, Key: o.Key}, Loc{Scheme: dst.Scheme, Bucket: dst.Bucket, Key: nk}, map[string]objstore.ObjectInfo{o.Key: info})
 		if err := fs.deleteKey(ctx, st, Loc{Scheme: src.Scheme, Bucket: src.Bucket, Key: o.Key}); err != nil {

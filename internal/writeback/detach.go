@@ -38,6 +38,10 @@ func (m *Manager) Detach(ctx context.Context, t Target) error {
 	// guarded by version is a HEAD then a DELETE on stores that ignore
 	// If-Match on deletes).
 	_, err := m.waitNoDelete(ctx, t)
+	// The object at t changes outside writeback: what this manager's last
+	// upload there stored no longer tells its metadata (a copy keeps the
+	// version, an ETag, of the same bytes).
+	m.uploaded.forget(t)
 	return err
 }
 

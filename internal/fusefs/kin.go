@@ -18,10 +18,9 @@ import "sync"
 //     the split's new node before it looks the name up again) joins them.
 //
 // A node leaves its kin when the kernel forgets it, and a kin goes with
-// its last node. Kins are found by the
-// name's path at the split: a node made for that path after a rename
-// joins one it has nothing to do with, which costs it only the caching
-// of its attributes while the kin lives.
+// its last node. Kins are found by the name's path at the split: a node
+// made for that path after a rename joins one it has nothing to do with,
+// which costs it only the caching of its attributes while the kin lives.
 type kin struct {
 	key   string             // the path it is registered under (kins.byPath)
 	nodes map[*node]struct{} // guarded by kins.mu
@@ -115,9 +114,16 @@ func (ks *kins) leave(n *node) {
 // the kernel: n's attributes must then not be cached.
 func (n *node) hasLiveKin() bool {
 	n.mu.Lock()
-	inKin := n.kin != nil
+	k := n.kin
 	n.mu.Unlock()
-	return inKin && len(n.s.kins.others(n)) > 0
+	if k == nil {
+		return false // every node but a split one: no lock, nothing allocated
+	}
+	ks := &n.s.kins
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	_, in := k.nodes[n]
+	return len(k.nodes) > 1 || len(k.nodes) == 1 && !in
 }
 
 // notifyKin drops the attributes the kernel cached for n's kin, after a

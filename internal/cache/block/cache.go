@@ -88,7 +88,7 @@ type Cache struct {
 	idle     list.List           // of *objFile in files with refs == 0, most recent first
 	inflight map[blockID]*flight // blocks being fetched
 	queue    [nPrio]list.List    // of *job not started yet, by priority
-	fills    map[objID]time.Time // objects being warmed in the background (zero time) or warmed whole at a time
+	fills    map[objID]fillState // objects being warmed in the background or warmed whole at a time
 	stuck    map[objID]time.Time // objects whose claims another process held too long, and when (claim.go)
 	// smallCond (on mu) wakes the small workers (workers.go); smallIdle
 	// counts those waiting on it and not signaled yet.
@@ -118,7 +118,7 @@ func New(cfg Config) (*Cache, error) {
 		index:      map[objID]*entry{},
 		files:      map[objID]*objFile{},
 		inflight:   map[blockID]*flight{},
-		fills:      map[objID]time.Time{},
+		fills:      map[objID]fillState{},
 		cold:       map[*objFile]*coldFile{},
 		stuck:      map[objID]time.Time{},
 	}

@@ -208,8 +208,11 @@ func (c *Cache) coldRelease(cf *coldFile) {
 	last := cf.refs == 0
 	whole := cf.whole
 	cf.mu.Unlock()
-	if last && whole {
+	switch {
+	case last && whole:
 		c.coldDrop(cf, false)
+	case last:
+		c.stopFill(cf.f.o) // nobody reads on: fetch no more than they asked
 	}
 }
 

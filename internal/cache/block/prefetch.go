@@ -30,40 +30,73 @@ const refillAfter = 30 * time.Second
 // maxFills bounds Cache.fills: done entries are forgotten when it is full.
 const maxFills = 4096
 
+// fillState is one object's entry in Cache.fills: a background fill
+// running (stop set when it runs for open files only) or done at a time.
+type fillState struct {
+	at   time.Time          // when a fill completed; zero while one runs
+	stop context.CancelFunc // a running fill's for open files only (startFill's open); nil when kept
+}
+
 // startFill warms o in the background at fill priority, once per object
 // at a time (Config.FillRandomUpTo), and not again within refillAfter of
-// a fill that completed.
-func (c *Cache) startFill(o *object) {
+// a fill that completed. A fill for open files (open true: cold
+// passthrough's readers, which fill from the first read so the file is
+// whole early) is stopped by stopFill when they close having read in
+// order (a header read, head, zcat | head), so that the rest of the
+// object is not downloaded for nobody; random reads (open false) keep the
+// fill running to the end, the one running too.
+func (c *Cache) startFill(o *object, open bool) {
 	c.mu.Lock()
-	at, seen := c.fills[o.id]
-	if c.closed || (seen && (at.IsZero() || time.Since(at) < refillAfter)) {
+	st, seen := c.fills[o.id]
+	if c.closed || (seen && (st.at.IsZero() || time.Since(st.at) < refillAfter)) {
+		if seen && st.at.IsZero() && !open && st.stop != nil {
+			st.stop = nil // random reads keep the running fill
+			c.fills[o.id] = st
+		}
 		c.mu.Unlock()
 		return
 	}
 	if len(c.fills) >= maxFills {
-		for id, t := range c.fills {
-			if !t.IsZero() {
+		for id, st := range c.fills {
+			if !st.at.IsZero() {
 				delete(c.fills, id)
 			}
 		}
 	}
-	c.fills[o.id] = time.Time{}
+	ctx, stop := context.WithCancel(c.ctx)
+	st = fillState{}
+	if open {
+		st.stop = stop
+	}
+	c.fills[o.id] = st
 	c.wg.Add(1)
 	c.mu.Unlock()
-	go func() {
+	go func() { // owner: the Cache (Close cancels c.ctx and waits)
 		defer c.wg.Done()
-		err := c.warm(c.ctx, o, prioFill, c.fillParts()*c.partBlocks, o.nblocks, nil)
-		if err != nil && !errors.Is(err, ErrClosed) && c.ctx.Err() == nil {
+		defer stop()
+		err := c.warm(ctx, o, prioFill, c.fillParts()*c.partBlocks, o.nblocks, nil)
+		if err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 			c.log.Warn("block cache: background fill", "key", o.ref.Key, "err", err)
 		}
 		c.mu.Lock()
 		if err == nil {
-			c.fills[o.id] = time.Now()
+			c.fills[o.id] = fillState{at: time.Now()}
 		} else {
 			delete(c.fills, o.id)
 		}
 		c.mu.Unlock()
 	}()
+}
+
+// stopFill stops o's background fill when it runs for open files only
+// (startFill) and they are all closed; a fill random reads asked for goes
+// on. What it fetched stays cached; its queued GETs are dropped.
+func (c *Cache) stopFill(o *object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.fills[o.id]; ok && st.at.IsZero() && st.stop != nil {
+		st.stop()
+	}
 }
 
 // fillParts is how many GETs of PartSize a background fill keeps queued

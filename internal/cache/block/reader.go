@@ -321,6 +321,16 @@ func (r *Reader) file() *heldObj {
 	return h
 }
 
+// streamed is how far the reader has read in order in its current run.
+func (r *Reader) streamed() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.det.window == 0 {
+		return 0
+	}
+	return r.det.next - r.det.runStart
+}
+
 // observe feeds a read to the sequential detector and queues what it
 // asks; whole says the read should fetch the whole (small) object.
 func (r *Reader) observe(off, n int64) (whole bool, err error) {
@@ -343,7 +353,7 @@ func (r *Reader) observe(off, n int64) (whole bool, err error) {
 		c.dropQueued(r)
 	}
 	if plan.random && c.cfg.FillRandomUpTo > 0 && r.o.ref.Size <= c.cfg.FillRandomUpTo {
-		c.startFill(r.o)
+		c.startFill(r.o, false)
 	}
 	if plan.to > plan.from {
 		c.plan(r.o, plan.from, plan.to, prioReadahead, r)

@@ -40,11 +40,11 @@ type fillState struct {
 // startFill warms o in the background at fill priority, once per object
 // at a time (Config.FillRandomUpTo), and not again within refillAfter of
 // a fill that completed. A fill for open files (open true: cold
-// passthrough's readers, which fill from the first read so the file is
-// whole early) is stopped by stopFill when they close having read in
-// order (a header read, head, zcat | head), so that the rest of the
-// object is not downloaded for nobody; random reads (open false) keep the
-// fill running to the end, the one running too.
+// passthrough's readers, which start it once a process reads past
+// fillAfter in order, so that the file is whole early) is stopped by
+// stopFill when they all close, so that the rest of the object is not
+// downloaded for nobody; random reads (open false) keep the fill running
+// to the end, the one running too.
 func (c *Cache) startFill(o *object, open bool) {
 	c.mu.Lock()
 	st, seen := c.fills[o.id]

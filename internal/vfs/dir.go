@@ -322,6 +322,10 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 	if live {
 		return syscall.ENOTEMPTY
 	}
+	// From the first delete on, an interrupt (EINTR) would make the
+	// retried rmdir fail with ENOENT when the server carried it out:
+	// finish it (see Unlink).
+	ctx = context.WithoutCancel(ctx)
 	if err := st.Delete(ctx, l.dirPrefix(), objstore.DeleteOptions{}); err != nil {
 		fs.logErr("rmdir", l, err)
 		return err

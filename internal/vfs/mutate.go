@@ -55,6 +55,11 @@ func (fs *FS) Unlink(ctx context.Context, p string) error {
 	}
 	// The object may exist in the bucket even when a dirty copy did (an
 	// overwrite in progress); delete it too. Deleting a missing key is fine.
+	// Once the request is out the server may carry it out whatever the
+	// client does: an interrupt (EINTR) then would make the retried unlink
+	// fail with ENOENT (soak model seed 1796579436646992233). Finish it;
+	// the store's request timeout bounds it.
+	ctx = context.WithoutCancel(ctx)
 	if err := st.Delete(ctx, l.Key, objstore.DeleteOptions{}); err != nil {
 		if !staged || !objstore.Retryable(err) || ctx.Err() != nil {
 			fs.logErr("unlink", l, err)

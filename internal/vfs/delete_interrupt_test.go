@@ -51,13 +51,7 @@ func TestDeleteInterrupted(t *testing.T) {
 				}
 				return nil
 			}})
-			resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
-				if scheme == "s3" && bucket == "bkt" {
-					return st, nil
-				}
-				return nil, objstore.ErrNoBucket
-			}
-			fs, _ := newTestFS(t, resolve, 10000, 256<<20)
+			fs, _ := newTestFS(t, s3Bucket(st), 10000, 256<<20)
 			ctx, c := context.WithCancel(bg)
 			defer c()
 			mu.Lock()

@@ -39,13 +39,7 @@ func TestRenameDirInterrupted(t *testing.T) {
 		}
 		return nil
 	}})
-	resolve := func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
-		if scheme == "s3" && bucket == "bkt" {
-			return st, nil
-		}
-		return nil, objstore.ErrNoBucket
-	}
-	fs, _ := newTestFS(t, resolve, 10000, 256<<20)
+	fs, _ := newTestFS(t, s3Bucket(st), 10000, 256<<20)
 	// A dirty file in the directory too: it moves first, by re-keying.
 	h, err := fs.Create(ctx, "s3/bkt/c/dirty", 0o644, OpenFlags{Write: true})
 	if err != nil {

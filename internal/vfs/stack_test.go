@@ -14,6 +14,17 @@ import (
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
 
+// s3Bucket resolves s3://bkt to st and every other bucket to
+// objstore.ErrNoBucket.
+func s3Bucket(st objstore.Store) func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
+	return func(ctx context.Context, scheme, bucket string) (objstore.Store, error) {
+		if scheme == "s3" && bucket == "bkt" {
+			return st, nil
+		}
+		return nil, objstore.ErrNoBucket
+	}
+}
+
 // newTestFS builds an FS over resolve with a writeback manager (fast
 // retries), a meta cache of maxEntries and a block cache of blockBytes,
 // all closed at the test's end. Cleanups registered after it run first.

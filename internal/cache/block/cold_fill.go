@@ -50,13 +50,14 @@ func (cf *coldFile) Ready(off, n int64, pid int32) bool {
 	if !ok {
 		return true // past the end: the kernel reads nothing there
 	}
+	f, o, c := cf.f, cf.f.o, cf.c
+	fillable := c.cfg.FillRandomUpTo > 0 && o.ref.Size <= c.cfg.FillRandomUpTo
 	streaming := false
 	if cr := cf.reader(pid); cr != nil {
 		cr.rd.observe(lo, hi-lo)
-		streaming = cr.rd.streamed() > fillAfter
+		streaming = fillable && cr.rd.streamed() > fillAfter
 		cf.done(cr)
 	}
-	f, o := cf.f, cf.f.o
 	// Every read of a file that is not whole costs an event (about 25 µs:
 	// 4 KiB sequential reads ran at 41k/s against 89k/s through ferry,
 	// 2026-12-01), so the whole file is fetched in the background once a
@@ -64,7 +65,7 @@ func (cf *coldFile) Ready(off, n int64, pid int32) bool {
 	// fill for any file, Config.FillRandomUpTo), below the readers' own
 	// fetches: the sooner it is whole, the sooner its reads cost nothing.
 	// When its readers all close, that fill stops (coldRelease).
-	if c := cf.c; streaming && c.cfg.FillRandomUpTo > 0 && o.ref.Size <= c.cfg.FillRandomUpTo {
+	if streaming {
 		if now, at := time.Now().UnixNano(), cf.fillAt.Load(); now-at >= int64(fillEvery) && cf.fillAt.CompareAndSwap(at, now) {
 			c.startFill(o, true)
 		}
@@ -80,7 +81,6 @@ func (cf *coldFile) Ready(off, n int64, pid int32) bool {
 			return false
 		}
 	}
-	c := cf.c
 	c.st.hits.Add(1)
 	c.st.bytesCache.Add(hi - lo)
 	c.stageRead(o.ref, lo, hi-lo, waitNone)

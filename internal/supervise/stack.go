@@ -93,6 +93,9 @@ func (s *stores) resolve(ctx context.Context, scheme, bucket string) (objstore.S
 		}),
 	})
 	st = s.obs.wrapStore(st, scheme, log)
+	// Outermost, so that the vfs (ghost prefixes in listings, see
+	// objstore.Track) sees the writes of the write-back too.
+	st = objstore.Track(st)
 	s.m[id] = st
 	return st, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"maps"
+	"strings"
 	"syscall"
 	"time"
 
@@ -190,6 +191,7 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 	// Old names pending deletion, looked at before the listing (see
 	// hiddenDir).
 	before := fs.deps.Writeback.PendingDeletes(l.Scheme, l.Bucket, l.dirPrefix())
+	since := time.Now() // for ghostPrefix
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		var err error
@@ -212,6 +214,15 @@ func (fs *FS) remoteAttr(ctx context.Context, l Loc) (Attr, error) {
 		return Attr{}, err
 	}
 	ck := l.cacheKey()
+	if len(page.Objects) == 0 && len(page.Prefixes) > 0 &&
+		objstore.WrittenSince(st, strings.TrimSuffix(page.Prefixes[0], "/"), since) {
+		// Only a prefix below l, of a key this mount wrote meanwhile:
+		// it may be a ghost (see ghostPrefix). Keys tell.
+		var err error
+		if page, err = st.List(ctx, objstore.ListOptions{Prefix: l.Key + "/", MaxKeys: 1}); err != nil {
+			return Attr{}, err
+		}
+	}
 	if len(page.Objects) > 0 || len(page.Prefixes) > 0 {
 		hidden, err := fs.hiddenDir(ctx, st, l, before)
 		if err != nil {

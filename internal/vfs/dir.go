@@ -95,6 +95,7 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 	var ents []meta.DirEntry
 	objects := map[string]bool{} // names of the objects listed (see layout.go)
 	listMeta := st.Caps().ListMetadata
+	since := time.Now() // for ghostPrefix
 	opts := objstore.ListOptions{Prefix: prefix, Delimiter: "/"}
 	for pages := 1; ; pages++ {
 		if maxPages > 0 && pages > maxPages {
@@ -145,6 +146,12 @@ func (fs *FS) loadDir(ctx context.Context, l Loc, maxPages int) ([]meta.DirEntry
 				} else if hidden {
 					continue // only old names of renamed files, about to go
 				}
+			}
+			if ghost, err := fs.ghostPrefix(ctx, st, pf, since); err != nil {
+				fs.logErr("readdir", l, err)
+				return nil, err
+			} else if ghost {
+				continue // a name this mount is writing, not a directory
 			}
 			if objects[name] {
 				fs.noteShadowed(l.child(name), false) // the directory hides the object

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
 )
@@ -123,4 +124,20 @@ func (fs *FS) clearPendingBelow(ctx context.Context, st objstore.Store, src, dst
 		}
 	}
 	return nil
+}
+
+// ghostPrefix reports whether the common prefix pf of a listing made
+// since t is the ghost of a write of this process to the key pf names
+// (objstore.Track: MinIO lists a key being put or deleted as a
+// directory of its name for a moment): a write to that key ran during
+// the listing and no key is below pf. Other prefixes cost nothing.
+func (fs *FS) ghostPrefix(ctx context.Context, st objstore.Store, pf string, t time.Time) (bool, error) {
+	if !objstore.WrittenSince(st, strings.TrimSuffix(pf, "/"), t) {
+		return false, nil
+	}
+	page, err := st.List(ctx, objstore.ListOptions{Prefix: pf, MaxKeys: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(page.Objects) == 0, nil
 }

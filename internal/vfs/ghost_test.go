@@ -3,10 +3,12 @@ package vfs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"path"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/ferry-fs/ferry/pkg/objstore"
@@ -15,8 +17,9 @@ import (
 
 // ghostStore lists the key ghost, while it is set, as a directory of its
 // name in the listings (with a delimiter) of its parent, as MinIO does
-// for a moment while it puts or deletes an object; its Put and Delete of
-// the key block (ghost set) until release is closed.
+// for a moment while it puts or deletes an object: its Put blocks (ghost
+// set) until release is closed, then stores the object; its Delete
+// deletes it, then blocks (ghost set) until release is closed.
 type ghostStore struct {
 	objstore.Store
 	release chan struct{}
@@ -50,10 +53,11 @@ func (s *ghostStore) Put(ctx context.Context, key string, src io.ReaderAt, size 
 }
 
 func (s *ghostStore) Delete(ctx context.Context, key string, opts objstore.DeleteOptions) error {
+	err := s.Store.Delete(ctx, key, opts) // gone, but still listed as a prefix
 	s.setGhost(key)
 	<-s.release
-	defer s.setGhost("")
-	return s.Store.Delete(ctx, key, opts)
+	s.setGhost("")
+	return err
 }
 
 // TestGhostPrefix: a listing made while this mount puts or deletes d/x
@@ -130,5 +134,38 @@ func TestGhostPrefix(t *testing.T) {
 				t.Fatalf("readdir during the %q write: x listed as a directory: %v, want %v (entries %v)", tt.write, dir, tt.wantDir, ents)
 			}
 		})
+	}
+}
+
+// TestGhostPrefixStat: a stat of a directory without a marker whose last
+// file this mount is deleting does not take the ghost of that file for
+// the directory (remoteAttr lists below the name with a delimiter).
+func TestGhostPrefixStat(t *testing.T) {
+	bg := context.Background()
+	base := mem.New(mem.Options{Bucket: "bkt"})
+	if _, err := base.Put(bg, "e/x", bytes.NewReader([]byte("x")), 1, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gs := &ghostStore{Store: base, release: make(chan struct{})}
+	st := objstore.Track(gs)
+	fs, _ := newTestFS(t, s3Bucket(st), 10000, 256<<20)
+	done := make(chan error, 1)
+	go func() { done <- st.Delete(bg, "e/x", objstore.DeleteOptions{}) }()
+	for {
+		gs.mu.Lock()
+		g := gs.ghost
+		gs.mu.Unlock()
+		if g != "" {
+			break
+		}
+		runtime.Gosched()
+	}
+	a, err := fs.Getattr(bg, "s3/bkt/e")
+	close(gs.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("stat of e while its only file is deleted: %+v, %v; want ENOENT", a, err)
 	}
 }

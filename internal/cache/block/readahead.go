@@ -50,9 +50,18 @@ func (d *detector) observe(off, n int64, p raParams) raPlan {
 	first := d.reads == 0
 	d.reads++
 	switch {
-	case !first && off >= d.next-slack && off <= d.next+slack:
+	// A read within the run, or ahead of it within its window, is the
+	// run too: the kernel's readahead of a FUSE open sends several reads
+	// at once, and ferry may take a later one before the earlier ones (a
+	// head of a big file through FUSE began a fill of the whole object
+	// that way).
+	case !first && off >= min(d.next-slack, d.runStart) && off <= d.next+max(slack, d.window):
 		d.next = max(d.next, end)
-	case first && off == 0:
+	case first && off <= slack:
+		// The start of a file, or near it: the kernel's readahead of a
+		// FUSE open sends reads in parallel, and the one at 0 may come
+		// second. Taken for a random read, that began a fill of the
+		// whole object (FillRandomUpTo) for a head of it.
 		d.runStart, d.next, d.issued = 0, end, 0
 		if p.nblocks <= p.partBlocks {
 			d.window = min(p.maxWindow, p.nblocks*p.bs)

@@ -34,6 +34,16 @@ func TestDetector(t *testing.T) {
 			{off: 200*MiB + 4096, n: 4096, window: 4 * MiB, from: 201, to: 205},
 			{off: 200*MiB + 8192, n: 4 * MiB, window: 2 * (4*MiB + 8192), from: 205, to: 213},
 		}},
+		{name: "first read near the start starts a run (the read at 0 comes second)", steps: []step{
+			{off: 128 << 10, n: 128 << 10, window: 4 * MiB, from: 1, to: 5},
+			{off: 0, n: 128 << 10, window: 4 * MiB},
+		}},
+		{name: "a read ahead within the window, taken before the reads before it, stays sequential", steps: []step{
+			{off: 0, n: 512 << 10, window: 4 * MiB, from: 1, to: 5},
+			{off: 512 << 10, n: 512 << 10, window: 4 * MiB},
+			{off: 4*MiB + 512<<10, n: 512 << 10, window: 10 * MiB, from: 5, to: 15},
+			{off: MiB, n: 512 << 10, window: 10 * MiB},
+		}},
 		{name: "first read elsewhere is random", steps: []step{
 			{off: 7 * MiB, n: 4096, random: true},
 			{off: 3 * MiB, n: 4096, random: true},

@@ -1,6 +1,7 @@
 package block
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -89,4 +90,71 @@ func seq(from, to, step int64) []int64 {
 		s = append(s, off)
 	}
 	return s
+}
+
+// TestClosedReaderStopsGets: once the Reader that queued a fetch has
+// closed and no read shares it, a GET in flight stops at the next block
+// (abandoned): a short read in order through ferry, or of a cold
+// passthrough file whose fill it started, does not download the parts
+// already on their way (8 MiB each) for nobody.
+func TestClosedReaderStopsGets(t *testing.T) {
+	const size, readMiB = 64 << 20, 6
+	cases := []struct {
+		name string
+		cold bool // through the cold backing file (its events start the fill)
+	}{
+		{name: "readahead through ferry"},
+		{name: "cold passthrough fill", cold: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{BlockSize: 1 << 20, PartSize: 8 << 20, FillRandomUpTo: size}
+			var f *fixture
+			if tc.cold {
+				f, _ = coldFixture(t, size, cfg)
+			} else {
+				f = newFixture(t, size, cfg)
+			}
+			f.store.bodyDelay = 2 * time.Millisecond // 32 MiB/s per GET
+			r := f.cache.Open(f.ref)
+			buf := make([]byte, 64<<10)
+			read := func(off int64) (int, error) { return r.ReadAt(context.Background(), buf, off) }
+			if tc.cold {
+				b, _, _, ok := r.Backing(true)
+				if !ok {
+					t.Fatal("no cold backing file")
+				}
+				defer b.Close()
+				read = func(off int64) (int, error) { return b.ReadAt(buf, off) }
+			}
+			for _, off := range seq(0, readMiB<<20, 64<<10) {
+				if _, err := read(off); err != nil {
+					t.Fatalf("read at %d: %v", off, err)
+				}
+				if string(buf) != string(f.data[off:off+int64(len(buf))]) {
+					t.Fatalf("read at %d: wrong bytes", off)
+				}
+			}
+			if req := requested(f); req < 12<<20 {
+				t.Fatalf("only %d bytes requested while reading: the test wants GETs of parts in flight", req)
+			}
+			_, before, _ := f.store.stats()
+			f.store.mu.Lock()
+			inflight := f.store.inflight
+			f.store.mu.Unlock()
+			r.Close()
+			waitFor(t, "no GET in flight", func() bool {
+				f.store.mu.Lock()
+				defer f.store.mu.Unlock()
+				return f.store.inflight == 0
+			})
+			_, after, _ := f.store.stats()
+			t.Logf("%d bytes downloaded after the close, %d GETs in flight then", after-before, inflight)
+			// Each GET in flight at the close (and one starting then)
+			// ends at its next block (1 MiB).
+			if most := int64(inflight+1) * 2 << 20; after-before > most {
+				t.Errorf("%d bytes downloaded after the close (%d GETs in flight then), want at most %d", after-before, inflight, most)
+			}
+		})
+	}
 }

@@ -26,8 +26,9 @@ const (
 	nPrio
 )
 
-// errDropped completes the flights of a queued readahead fetch that was
-// dropped (its Reader seeked away or closed); a waiter fetches again.
+// errDropped completes the flights of a readahead fetch that was dropped
+// (its Reader seeked away or closed while it was queued, or closed while
+// its GET ran: abandoned); a waiter fetches again.
 var errDropped = errors.New("block: readahead fetch dropped")
 
 // warnEvery spaces out warnings about cache write failures.
@@ -259,6 +260,12 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 		}
 	}()
 	for j.first < j.end {
+		if c.abandoned(j) {
+			c.mu.Lock()
+			c.failLocked(j, j.first, errDropped)
+			c.mu.Unlock()
+			return
+		}
 		// Blocks another process (or an earlier run) put on disk meanwhile.
 		if c.present(o, j.first) {
 			c.complete(j, j.first, nil, nil)
@@ -305,7 +312,7 @@ func (c *Cache) run(j *job, buf []byte, crc *chunkCRC) {
 // warnFetch logs a failed fetch; cache write failures (a full disk fails
 // every fetch) at most once per warnEvery.
 func (c *Cache) warnFetch(o *object, off, length int64, err error) {
-	if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, ErrClosed) {
+	if errors.Is(err, objstore.ErrPrecondition) || errors.Is(err, ErrClosed) || errors.Is(err, errDropped) {
 		return
 	}
 	if errors.Is(err, errCacheIO) {
@@ -350,6 +357,9 @@ func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc 
 		}
 	}()
 	for ; j.first < end; j.first++ {
+		if j.first > first && c.abandoned(j) {
+			return errDropped // what landed stays; the rest is for nobody
+		}
 		if f == nil || c.unmapped(f) {
 			if f != nil {
 				c.release(f)
@@ -372,6 +382,25 @@ func (c *Cache) get(j *job, end, off, length int64, ahead bool, buf []byte, crc 
 		}
 	}
 	return nil
+}
+
+// abandoned reports whether nobody wants the rest of j any more: the
+// Reader whose readahead, staging or fill queued it has closed (a close,
+// or a fill stopped when its readers closed: stopFill), and no read
+// shares it (a read that waits on one of its blocks clears j.owner). A
+// GET of a part in flight then stops at the next block instead of
+// downloading up to a part (8 MiB) per GET for nobody: a header read of
+// each of a directory of files through readahead or the fill.
+func (c *Cache) abandoned(j *job) bool {
+	c.mu.Lock()
+	r := j.owner
+	c.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // grow accounts n more allocated bytes in f's object.

@@ -25,6 +25,7 @@ type countingStore struct {
 	inflight    int
 	maxInflight int
 	delay       time.Duration // before each NewReader returns
+	bodyDelay   time.Duration // before each Read of a body returns
 	shortOnce   int           // the next shortOnce bodies are cut in half
 	failOnce    int           // the next failOnce NewReaders fail with a transient error
 }
@@ -88,6 +89,13 @@ type countingReader struct {
 }
 
 func (r *countingReader) Read(p []byte) (int, error) {
+	r.s.mu.Lock()
+	d := r.s.bodyDelay
+	r.s.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+		p = p[:min(len(p), 64<<10)] // a slow body: 64 KiB per delay
+	}
 	n, err := r.body.Read(p)
 	r.s.mu.Lock()
 	r.s.bytes += int64(n)

@@ -34,6 +34,19 @@ func (s *ghostStore) setGhost(k string) {
 	s.mu.Unlock()
 }
 
+// awaitGhost returns once a write has set the ghost.
+func (s *ghostStore) awaitGhost() {
+	for {
+		s.mu.Lock()
+		g := s.ghost
+		s.mu.Unlock()
+		if g != "" {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 func (s *ghostStore) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
 	page, err := s.Store.List(ctx, opts)
 	s.mu.Lock()
@@ -109,15 +122,7 @@ func TestGhostPrefix(t *testing.T) {
 				gs.setGhost("d/x")
 				close(done)
 			}
-			for { // until the write is out
-				gs.mu.Lock()
-				g := gs.ghost
-				gs.mu.Unlock()
-				if g != "" {
-					break
-				}
-				runtime.Gosched()
-			}
+			gs.awaitGhost() // the write is out
 			ents, err := fs.Readdir(bg, "s3/bkt/d")
 			close(gs.release)
 			if err := <-done; err != nil {
@@ -151,15 +156,7 @@ func TestGhostPrefixStat(t *testing.T) {
 	fs, _ := newTestFS(t, s3Bucket(st), 10000, 256<<20)
 	done := make(chan error, 1)
 	go func() { done <- st.Delete(bg, "e/x", objstore.DeleteOptions{}) }()
-	for {
-		gs.mu.Lock()
-		g := gs.ghost
-		gs.mu.Unlock()
-		if g != "" {
-			break
-		}
-		runtime.Gosched()
-	}
+	gs.awaitGhost()
 	a, err := fs.Getattr(bg, "s3/bkt/e")
 	close(gs.release)
 	if err := <-done; err != nil {
